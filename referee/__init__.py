@@ -1,0 +1,90 @@
+"""referee: rewards and verifiers for reinforcement learning on LLMs.
+
+Compose rewards in Python or in a spec file, check them on logged rollouts, and hand the same
+reward to TRL, verl or an HTTP service.
+
+Example:
+    ```python
+    import referee
+
+    reward = referee.load("spec.yaml")
+    scores = referee.score(reward, [referee.Rollout(id="1", completion="...", reference=...)])
+    ```
+"""
+
+from referee.compose import (
+    Combined,
+    Component,
+    Transform,
+    cascade,
+    clip,
+    gate,
+    maximum,
+    mean,
+    minimum,
+    product,
+    scale,
+    weighted,
+)
+from referee.errors import (
+    MissingDependency,
+    NotApplicable,
+    RefereeError,
+    RewardError,
+    RolloutError,
+    SpecError,
+    VerifierTimeout,
+)
+from referee.registry import register, registered_types
+from referee.reward import (
+    AsyncReward,
+    CheckReward,
+    GroupReward,
+    GroupRewardBase,
+    Reward,
+    reward,
+    score,
+)
+from referee.rollout import Message, Rollout, ToolCall
+from referee.score import Failure, Score
+from referee.spec import load
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncReward",
+    "CheckReward",
+    "Combined",
+    "Component",
+    "Failure",
+    "GroupReward",
+    "GroupRewardBase",
+    "Message",
+    "MissingDependency",
+    "NotApplicable",
+    "RefereeError",
+    "Reward",
+    "RewardError",
+    "Rollout",
+    "RolloutError",
+    "Score",
+    "SpecError",
+    "ToolCall",
+    "Transform",
+    "VerifierTimeout",
+    "__version__",
+    "cascade",
+    "clip",
+    "gate",
+    "load",
+    "maximum",
+    "mean",
+    "minimum",
+    "product",
+    "register",
+    "registered_types",
+    "reward",
+    "scale",
+    "score",
+    "weighted",
+]

@@ -1,0 +1,203 @@
+"""The `referee` command: score rollout files, run the demo, list reward types."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+from typing import IO, Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+from rich.table import Table
+
+from referee import __version__
+from referee._aio import run_sync
+from referee.errors import RefereeError
+from referee.registry import lookup, registered_types
+from referee.report.summary import Summary
+from referee.reward import Reward
+from referee.rollouts.jsonl import read_jsonl
+from referee.rollouts.run import DEFAULT_BATCH_SIZE, ScoreRun, score_file, score_rows
+from referee.spec import load
+
+__all__ = ["main"]
+
+_PROGRESS_MIN_BYTES = 1 << 20  # files smaller than this finish before a bar is worth drawing
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def summary_tables(summary: Summary) -> list[Table]:
+    """The summary as rich tables: one of component statistics, one of failures if any."""
+    table = Table(title=f"{summary.rows} rows", title_justify="left")
+    for column in ("component", "count", "mean", "std", "min", "max", "no value"):
+        table.add_column(column, justify="left" if column == "component" else "right")
+    for name, stats in summary.components.items():
+        d = stats.to_dict()
+        table.add_row(
+            name,
+            str(stats.count),
+            _fmt(d["mean"]),
+            _fmt(d["std"]),
+            _fmt(d["min"]),
+            _fmt(d["max"]),
+            str(stats.missing + summary.skipped.get(name, 0)),
+        )
+    tables = [table]
+    if summary.failures:
+        failures = Table(title="failures by type", title_justify="left")
+        failures.add_column("type")
+        failures.add_column("count", justify="right")
+        for kind, count in summary.failures.most_common():
+            failures.add_row(kind, str(count))
+        tables.append(failures)
+    return tables
+
+
+def _load_spec(spec: str) -> Reward:
+    try:
+        return load(spec)
+    except RefereeError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@contextlib.contextmanager
+def _progress(path: Path, console: Console, quiet: bool) -> Iterator[Progress | None]:
+    size = path.stat().st_size if path.is_file() else 0
+    if quiet or not console.is_terminal or size < _PROGRESS_MIN_BYTES:
+        yield None
+        return
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        yield progress
+
+
+def _run(
+    path: Path, reward: Reward, out: IO[str], console: Console, quiet: bool, batch_size: int,
+    concurrency: int | None,
+) -> ScoreRun:  # fmt: skip
+    with _progress(path, console, quiet) as progress:
+        if progress is None:
+            return score_file(path, reward, out, batch_size=batch_size, concurrency=concurrency)
+        task = progress.add_task(f"scoring {path.name}", total=path.stat().st_size)
+        return score_file(
+            path,
+            reward,
+            out,
+            batch_size=batch_size,
+            concurrency=concurrency,
+            on_progress=lambda n: progress.advance(task, n),
+        )
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="referee")
+def main() -> None:
+    """referee: rewards and verifiers for RL on LLMs."""
+
+
+@main.command()
+@click.argument("rollouts", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--spec", "-s", required=True, help="Reward spec file (YAML or JSON).")
+@click.option(
+    "--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
+    help="Where to write scored rows (JSONL). Default: standard output, summary on stderr.",
+)  # fmt: skip
+@click.option("--batch-size", default=DEFAULT_BATCH_SIZE, show_default=True, type=click.IntRange(1))
+@click.option(
+    "--concurrency", type=click.IntRange(1), help="Rollouts scored at once by async rewards."
+)
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary.")
+def score(
+    rollouts: Path, spec: str, output: Path | None, batch_size: int, concurrency: int | None,
+    quiet: bool,
+) -> None:  # fmt: skip
+    """Score ROLLOUTS (canonical JSONL) with a reward spec; one output row per input row."""
+    reward = _load_spec(spec)
+    console = Console(stderr=True) if output is None else Console()
+    err = Console(stderr=True)
+    try:
+        if output is None:
+            run = _run(rollouts, reward, sys.stdout, err, quiet, batch_size, concurrency)
+        else:
+            tmp = output.with_name(output.name + ".partial")
+            with open(tmp, "w", encoding="utf-8") as out:
+                run = _run(rollouts, reward, out, err, quiet, batch_size, concurrency)
+            tmp.replace(output)
+    except OSError as exc:
+        raise click.ClickException(f"{exc}") from None
+    if not quiet:
+        for table in summary_tables(run.summary):
+            console.print(table)
+        if run.unreadable:
+            console.print(f"[yellow]{run.unreadable} unreadable rows kept as error rows[/yellow]")
+        if output is not None:
+            console.print(f"wrote {run.summary.rows} rows to {output}")
+
+
+_DEMOS = (
+    ("extraction", "press releases -> JSON: company, amount, date, provinces"),
+    ("math", "math word problems: boxed final answer, think/answer format"),
+)
+
+
+@main.command()
+@click.option("--width", default=60, show_default=True, help="Characters of each reason shown.")
+def demo(width: int) -> None:
+    """Score the bundled rollouts with the bundled specs and print the results."""
+    console = Console()
+    data = resources.files("referee") / "data" / "demo"
+    for name, description in _DEMOS:
+        with resources.as_file(data / f"{name}.yaml") as spec_path:
+            reward = _load_spec(str(spec_path))
+        rows: list[dict[str, Any]] = []
+        with resources.as_file(data / f"{name}.jsonl") as rollouts_path:
+            run = run_sync(score_rows(read_jsonl(rollouts_path), reward, rows.append))
+        console.rule(f"[bold]{name}[/bold]: {description}")
+        table = Table(show_lines=False)
+        table.add_column("id")
+        table.add_column("reward", justify="right")
+        table.add_column("reason", overflow="fold")
+        for row in rows:
+            reason = str(row.get("reason") or "")
+            if len(reason) > width:
+                reason = reason[: width - 3] + "..."
+            reward_value = row.get("reward")
+            table.add_row(
+                str(row["id"]),
+                _fmt(reward_value if isinstance(reward_value, float | int) else None),
+                reason,
+            )
+        console.print(table)
+        for summary_table in summary_tables(run.summary):
+            console.print(summary_table)
+
+
+@main.command("types")
+def types_() -> None:
+    """List the reward types a spec can use (built-in and plugins)."""
+    console = Console()
+    table = Table()
+    table.add_column("type")
+    table.add_column("what it does")
+    for name in registered_types():
+        cls = lookup(name)
+        doc = (cls.__doc__ or "").strip().splitlines()[0] if cls is not None and cls.__doc__ else ""
+        table.add_row(name, doc)
+    console.print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,384 @@
+"""Rewards made of rewards: weighted sums, gates, min/max/product, cascades, clip and scale.
+
+Every combinator returns a `Reward`. Components keep their names: the total and every
+component (dotted for nesting, ``fields.amount``) are reported on the `Score`.
+
+Components run in declared order, batch by batch. A gate component whose value is below its
+threshold sets the total to `floor` and the components after it are not run for that rollout
+(they are listed in `Score.skipped`), so an expensive judge is never paid to grade invalid JSON.
+
+A component that gives no value (None, with a Failure) follows the declared `on_none` policy:
+
+- ``"skip"``: leave it out and renormalise the weights of the others (the default);
+- ``"fail"``: the total is None, carrying the component's failure;
+- ``"value"``: count it as `none_value`.
+
+A gate that gives no value cannot decide, so the total fails, unless `on_none` is ``"value"``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+from referee.reward import Reward, _RewardBase
+from referee.rollout import Rollout
+from referee.score import Failure, Score
+
+__all__ = [
+    "CombineMode",
+    "Combined",
+    "Component",
+    "NonePolicy",
+    "Transform",
+    "cascade",
+    "clip",
+    "gate",
+    "maximum",
+    "mean",
+    "minimum",
+    "product",
+    "scale",
+    "weighted",
+]
+
+CombineMode = Literal["weighted", "mean", "min", "max", "product", "cascade"]
+"""How component values become the total.
+
+- weighted: sum of weight * value (weights are taken as given, not normalised);
+- mean: weighted mean, sum of weight * value / sum of weights;
+- min / max / product: of the values (weights ignored);
+- cascade: the first component that gives a value decides; later ones run only where the
+  earlier ones gave none (a cheap check first, an expensive judge as fallback).
+"""
+
+NonePolicy = Literal["skip", "fail", "value"]
+
+
+@dataclass(kw_only=True)
+class Component:
+    """One named part of a `Combined` reward.
+
+    Attributes:
+        name: Reported name of the component.
+        reward: The reward that scores it.
+        weight: Its weight in ``weighted`` and ``mean`` totals.
+        gate: When true, a value below `threshold` stops the rollout here: the total becomes
+            the combination's `floor` and later components are skipped.
+        threshold: The least value that passes a gate.
+    """
+
+    name: str
+    reward: Reward
+    weight: float = 1.0
+    gate: bool = False
+    threshold: float = 1.0
+
+
+@dataclass(kw_only=True)
+class Combined(_RewardBase):
+    """A reward computed from named component rewards (see the module docstring)."""
+
+    components: list[Component]
+    mode: CombineMode = "weighted"
+    on_none: NonePolicy = "skip"
+    none_value: float = 0.0
+    floor: float = 0.0
+    name: str = "combined"
+
+    def __post_init__(self) -> None:
+        names = [c.name for c in self.components]
+        if not names:
+            raise ValueError(f"{self.name}: a combination needs at least one component")
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"{self.name}: component names must be unique, repeated: {dupes}")
+        self._total_weight = sum(c.weight for c in self.components)
+
+    async def score(self, rollout: Rollout) -> Score:
+        return (await self.score_batch([rollout]))[0]
+
+    async def score_batch(
+        self, rollouts: Sequence[Rollout], *, concurrency: int | None = None
+    ) -> list[Score]:
+        per: list[dict[str, Score]] = [{} for _ in rollouts]
+        stopped: list[tuple[Component, Score] | None] = [None] * len(rollouts)
+        alive = list(range(len(rollouts)))
+        for comp in self.components:
+            if not alive:
+                break
+            scores = await comp.reward.score_batch(
+                [rollouts[i] for i in alive], concurrency=concurrency
+            )
+            next_alive = []
+            for i, s in zip(alive, scores, strict=True):
+                per[i][comp.name] = s
+                if self._stops(comp, s):
+                    stopped[i] = (comp, s)
+                else:
+                    next_alive.append(i)
+            alive = next_alive
+        return [self._total(p, stop) for p, stop in zip(per, stopped, strict=True)]
+
+    def _stops(self, comp: Component, s: Score) -> bool:
+        """Whether this component's score ends the evaluation of its rollout."""
+        value = s.value
+        if value is None:
+            if self.on_none == "value":
+                value = self.none_value
+            else:
+                # A gate that cannot decide fails the total, as does any None under "fail".
+                return comp.gate or self.on_none == "fail"
+        if comp.gate and value < comp.threshold:
+            return True
+        return self.mode == "cascade"
+
+    def _total(self, per: dict[str, Score], stop: tuple[Component, Score] | None) -> Score:
+        components: dict[str, float | None] = {}
+        reasons = []
+        cost = None
+        for name, s in per.items():
+            components[name] = s.value
+            for sub, v in s.components.items():
+                components[f"{name}.{sub}"] = v
+            if s.reason:
+                reasons.append(f"{name}: {s.reason}")
+            if s.cost is not None:
+                cost = (cost or 0.0) + s.cost
+        skipped = tuple(c.name for c in self.components if c.name not in per)
+        detail = "; ".join(reasons) or None
+
+        value: float | None
+        failure: Failure | None = None
+        headline: str | None = None
+        if stop is not None and stop[1].value is None and self.on_none != "value":
+            comp, s = stop
+            value, failure = None, _wrap_failure(s, comp.name)
+            headline = f"component {comp.name} failed"
+        elif stop is not None and stop[0].gate:
+            value, headline = self.floor, f"gate {stop[0].name} not passed"
+        else:
+            pairs = self._pairs(per)
+            if pairs:
+                value = self._combine(pairs)
+            else:
+                name, first = next(iter(per.items()))
+                value, failure = None, _wrap_failure(first, name)
+                headline = "no component gave a value"
+        if headline is not None:
+            detail = f"{headline} ({detail})" if detail else headline
+        return Score(
+            value=value,
+            components=components,
+            reason=detail,
+            failure=failure,
+            skipped=skipped,
+            cost=cost,
+        )
+
+    def _pairs(self, per: dict[str, Score]) -> list[tuple[Component, float]]:
+        """(component, value) for every component that counts towards the total."""
+        pairs: list[tuple[Component, float]] = []
+        for comp in self.components:
+            s = per.get(comp.name)
+            if s is None:
+                continue
+            if s.value is not None:
+                pairs.append((comp, s.value))
+            elif self.on_none == "value":
+                pairs.append((comp, self.none_value))
+            if self.mode == "cascade" and pairs:
+                break
+        return pairs
+
+    def _combine(self, pairs: list[tuple[Component, float]]) -> float:
+        mode = self.mode
+        if mode == "weighted":
+            total = sum(c.weight * v for c, v in pairs)
+            present = sum(c.weight for c, _ in pairs)
+            if len(pairs) < len(self.components) and present > 0:
+                # "skip": renormalise so the missing components' weight is spread over the rest.
+                total *= self._total_weight / present
+            return total
+        if mode == "mean":
+            weight = sum(c.weight for c, _ in pairs)
+            return sum(c.weight * v for c, v in pairs) / weight if weight else 0.0
+        values = [v for _, v in pairs]
+        if mode == "min":
+            return min(values)
+        if mode == "max":
+            return max(values)
+        if mode == "product":
+            return math.prod(values)
+        return values[0]  # cascade: the first component that gave a value
+
+
+def _wrap_failure(s: Score, component: str) -> Failure:
+    if s.failure is None:
+        return Failure("no_score", f"component {component} gave no value", component)
+    return Failure(
+        s.failure.type, f"{component}: {s.failure.message}", s.failure.where or component
+    )
+
+
+@dataclass(kw_only=True)
+class Transform(_RewardBase):
+    """A reward's value scaled, shifted and clipped: ``clip(value * scale + offset, low, high)``.
+
+    The inner reward's components are reported unchanged; a None stays None.
+    """
+
+    reward: Reward
+    scale: float = 1.0
+    offset: float = 0.0
+    low: float | None = None
+    high: float | None = None
+    name: str = "transform"
+
+    def __post_init__(self) -> None:
+        if self.low is not None and self.high is not None and self.low > self.high:
+            raise ValueError(f"{self.name}: clip low {self.low} is above high {self.high}")
+
+    def _apply(self, s: Score) -> Score:
+        if s.value is None:
+            return s
+        value = s.value * self.scale + self.offset
+        if self.low is not None and value < self.low:
+            value = self.low
+        if self.high is not None and value > self.high:
+            value = self.high
+        return Score(
+            value=value,
+            components=s.components,
+            reason=s.reason,
+            failure=s.failure,
+            skipped=s.skipped,
+            steps=s.steps,
+            cost=s.cost,
+            latency=s.latency,
+        )
+
+    async def score(self, rollout: Rollout) -> Score:
+        return self._apply(await self.reward.score(rollout))
+
+    async def score_batch(
+        self, rollouts: Sequence[Rollout], *, concurrency: int | None = None
+    ) -> list[Score]:
+        scores = await self.reward.score_batch(rollouts, concurrency=concurrency)
+        return [self._apply(s) for s in scores]
+
+
+# --- constructors --------------------------------------------------------------------------
+
+ComponentsArg: TypeAlias = (
+    Mapping[str, "Reward | tuple[Reward, float] | Component"] | Sequence["Reward | Component"]
+)
+
+
+def _components(arg: ComponentsArg) -> list[Component]:
+    out: list[Component] = []
+    if isinstance(arg, Mapping):
+        for name, item in arg.items():
+            if isinstance(item, Component):
+                out.append(item)
+            elif isinstance(item, tuple):
+                out.append(Component(name=name, reward=item[0], weight=float(item[1])))
+            else:
+                out.append(Component(name=name, reward=item))
+        return out
+    for item in arg:
+        out.append(item if isinstance(item, Component) else Component(name=item.name, reward=item))
+    return out
+
+
+def weighted(
+    components: ComponentsArg,
+    *,
+    on_none: NonePolicy = "skip",
+    none_value: float = 0.0,
+    floor: float = 0.0,
+    name: str = "weighted",
+) -> Combined:
+    """Sum of weight * value over named components.
+
+    Example:
+        ```python
+        total = referee.weighted(
+            {"valid": (JsonSchema(schema=s), 0.2), "fields": (FieldMatch(), 0.8)}
+        )
+        ```
+    """
+    return Combined(
+        components=_components(components),
+        mode="weighted",
+        on_none=on_none,
+        none_value=none_value,
+        floor=floor,
+        name=name,
+    )
+
+
+def gate(
+    check: Reward, then: Reward, *, threshold: float = 1.0, floor: float = 0.0, name: str = "gate"
+) -> Combined:
+    """`then`'s value where `check` reaches `threshold`; `floor` (and `then` not run) elsewhere."""
+    return Combined(
+        components=[
+            Component(name=check.name, reward=check, weight=0.0, gate=True, threshold=threshold),
+            Component(name=then.name, reward=then, weight=1.0),
+        ],
+        mode="weighted",
+        floor=floor,
+        name=name,
+    )
+
+
+def _simple(
+    mode: CombineMode, components: ComponentsArg, on_none: NonePolicy, name: str
+) -> Combined:
+    return Combined(components=_components(components), mode=mode, on_none=on_none, name=name)
+
+
+def mean(
+    components: ComponentsArg, *, on_none: NonePolicy = "skip", name: str = "mean"
+) -> Combined:
+    """Weighted mean of the components' values."""
+    return _simple("mean", components, on_none, name)
+
+
+def minimum(
+    components: ComponentsArg, *, on_none: NonePolicy = "skip", name: str = "min"
+) -> Combined:
+    """The least of the components' values (every criterion must hold)."""
+    return _simple("min", components, on_none, name)
+
+
+def maximum(
+    components: ComponentsArg, *, on_none: NonePolicy = "skip", name: str = "max"
+) -> Combined:
+    """The greatest of the components' values."""
+    return _simple("max", components, on_none, name)
+
+
+def product(
+    components: ComponentsArg, *, on_none: NonePolicy = "skip", name: str = "product"
+) -> Combined:
+    """The product of the components' values."""
+    return _simple("product", components, on_none, name)
+
+
+def cascade(*rewards: Reward, name: str = "cascade") -> Combined:
+    """The first reward that gives a value decides; later ones run only where earlier gave none."""
+    return Combined(components=_components(list(rewards)), mode="cascade", name=name)
+
+
+def clip(reward: Reward, low: float | None = None, high: float | None = None) -> Transform:
+    """`reward`'s value clipped to ``[low, high]``."""
+    return Transform(reward=reward, low=low, high=high, name=reward.name)
+
+
+def scale(reward: Reward, factor: float, offset: float = 0.0) -> Transform:
+    """`reward`'s value times `factor`, plus `offset`."""
+    return Transform(reward=reward, scale=factor, offset=offset, name=reward.name)

@@ -1,0 +1,123 @@
+"""The exceptions referee raises.
+
+Every error referee raises on purpose derives from `RefereeError`::
+
+    RefereeError
+    ├── SpecError             a spec file or mapping is wrong: file, key path, found, expected
+    ├── RolloutError          a rollout row cannot be read: file, line, what is wrong
+    ├── RewardError           raised inside a reward; becomes a `Failure` on its `Score`
+    │   ├── NotApplicable     the rollout lacks what the reward needs (e.g. the reference)
+    │   └── VerifierTimeout   a checker ran past its time limit
+    └── MissingDependency     an optional package is not installed; says which extra to install
+
+A reward never lets an exception escape into a training loop: `RewardError` (and any other
+exception) raised while scoring one rollout becomes `Score(value=None, failure=Failure(...))`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "MissingDependency",
+    "NotApplicable",
+    "RefereeError",
+    "RewardError",
+    "RolloutError",
+    "SpecError",
+    "VerifierTimeout",
+]
+
+
+class RefereeError(Exception):
+    """Base class of every error referee raises on purpose."""
+
+
+class SpecError(RefereeError, ValueError):
+    """A reward spec is invalid.
+
+    Attributes:
+        source: The spec file, or "<mapping>" for a spec given as a Python mapping.
+        path: Key path inside the spec, e.g. ("components", "fields", "weight").
+        found: The offending value.
+        expected: What would be valid there.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str = "<mapping>",
+        path: Sequence[str | int] = (),
+        found: object = None,
+        expected: str | None = None,
+    ) -> None:
+        self.source = source
+        self.path = tuple(path)
+        self.found = found
+        self.expected = expected
+        self.message = message
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = self.source
+        if self.path:
+            where += ": " + ".".join(str(p) for p in self.path)
+        text = f"{where}: {self.message}"
+        if self.found is not None:
+            found = repr(self.found)
+            if len(found) > 200:
+                found = found[:200] + "..."
+            text += f"\n  found: {found}"
+        if self.expected:
+            text += f"\n  expected: {self.expected}"
+        return text
+
+
+class RolloutError(RefereeError, ValueError):
+    """A rollout row is malformed.
+
+    Attributes:
+        source: File the row came from.
+        line: 1-based line number (or row number for columnar files).
+    """
+
+    def __init__(self, message: str, *, source: str = "<input>", line: int | None = None) -> None:
+        self.source = source
+        self.line = line
+        self.message = message
+        where = source if line is None else f"{source}:{line}"
+        super().__init__(f"{where}: {message}")
+
+
+class RewardError(RefereeError):
+    """Raised inside a reward to report that it could not score a rollout.
+
+    The reward machinery turns it into a `Failure` whose type is `failure_type`.
+    """
+
+    failure_type: str = "error"
+
+
+class NotApplicable(RewardError):
+    """The rollout does not carry what this reward needs (e.g. a reference of the wrong shape)."""
+
+    failure_type = "not_applicable"
+
+
+class VerifierTimeout(RewardError):
+    """A checker ran past its time limit."""
+
+    failure_type = "timeout"
+
+
+class MissingDependency(RefereeError, ImportError):
+    """An optional dependency is missing; the message gives the exact install command."""
+
+    def __init__(self, package: str, extra: str, feature: str) -> None:
+        self.package = package
+        self.extra = extra
+        super().__init__(
+            f"{feature} needs the {package!r} package, which is not installed.\n"
+            f'  fix: pip install "referee[{extra}]"'
+        )

@@ -1,0 +1,21 @@
+"""The built-in rewards, one module per family. Each is also a spec type (its registered name)."""
+
+from referee.rewards.fields import FieldMatch, FieldRule
+from referee.rewards.json import JsonSchema, JsonValid
+from referee.rewards.length import Length, Repetition
+from referee.rewards.math import MathAnswer
+from referee.rewards.text import Contains, ExactMatch, Format, Regex
+
+__all__ = [
+    "Contains",
+    "ExactMatch",
+    "FieldMatch",
+    "FieldRule",
+    "Format",
+    "JsonSchema",
+    "JsonValid",
+    "Length",
+    "MathAnswer",
+    "Regex",
+    "Repetition",
+]

@@ -1,0 +1,90 @@
+"""Rewards for JSON output: is it valid JSON, does it satisfy a JSON Schema."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from jsonschema.exceptions import SchemaError
+
+from referee.registry import register
+from referee.reward import CheckReward
+from referee.rewards._extract import JsonExtract, parse_json
+from referee.rollout import Rollout
+from referee.score import Score
+from referee.verifiers.schema import compile_schema, first_error
+
+__all__ = ["JsonSchema", "JsonValid"]
+
+
+@register("json_valid")
+@dataclass(kw_only=True)
+class JsonValid(CheckReward):
+    """1.0 when the completion is strict JSON (no NaN/Infinity, no duplicate keys), else 0.0.
+
+    Attributes:
+        extract: Where the JSON is: the whole completion, a fenced block, or the first value.
+        require: Which top-level type counts: any JSON value, an object, or an array.
+    """
+
+    extract: JsonExtract = "strict"
+    require: Literal["object", "array"] | None = None
+    name: str = "json_valid"
+
+    def check(self, rollout: Rollout) -> Score:
+        parsed = parse_json(rollout.completion_text, self.extract)
+        if not parsed.ok:
+            return Score(value=0.0, reason=f"invalid JSON: {parsed.error}")
+        wanted = {"object": dict, "array": list}.get(self.require or "")
+        if wanted is not None and not isinstance(parsed.value, wanted):
+            return Score(value=0.0, reason=f"JSON is not an {self.require}")
+        return Score(value=1.0, reason="valid JSON")
+
+
+@register("json_schema")
+@dataclass(kw_only=True)
+class JsonSchema(CheckReward):
+    """1.0 when the completion's JSON satisfies a JSON Schema, else 0.0 with the first error.
+
+    The draft comes from the schema's ``$schema`` (Draft 2020-12 by default). The validator is
+    compiled once per schema, not per rollout.
+
+    Attributes:
+        schema: The schema itself.
+        schema_file: Or a path to it (relative paths in a spec file resolve against the spec's
+            folder). The file is read once, at construction.
+        extract: Where the JSON is in the completion.
+    """
+
+    schema: dict[str, Any] | bool | None = None
+    schema_file: str | None = None
+    extract: JsonExtract = "strict"
+    name: str = "json_schema"
+    _validator: Any = field(init=False, repr=False, compare=False, default=None)
+
+    def __post_init__(self) -> None:
+        if (self.schema is None) == (self.schema_file is None):
+            raise ValueError("give exactly one of schema or schema_file")
+        if self.schema is None:
+            path = Path(str(self.schema_file))
+            try:
+                self.schema = json.loads(path.read_text(encoding="utf-8"))
+            except FileNotFoundError:
+                raise ValueError(f"schema_file {str(path)!r} does not exist") from None
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"schema_file {str(path)!r} is not valid JSON: {exc}") from None
+        try:
+            self._validator = compile_schema(self.schema)
+        except SchemaError as exc:
+            raise ValueError(f"the schema is not a valid JSON Schema: {exc.message}") from None
+
+    def check(self, rollout: Rollout) -> Score:
+        parsed = parse_json(rollout.completion_text, self.extract)
+        if not parsed.ok:
+            return Score(value=0.0, reason=f"invalid JSON: {parsed.error}")
+        error = first_error(self._validator, parsed.value)
+        if error is not None:
+            return Score(value=0.0, reason=f"schema violation {error}")
+        return Score(value=1.0, reason="matches schema")

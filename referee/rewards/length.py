@@ -1,0 +1,107 @@
+"""Length and repetition penalties."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from referee.errors import NotApplicable
+from referee.registry import register
+from referee.reward import CheckReward
+from referee.rollout import Rollout
+from referee.score import Score
+
+__all__ = ["Length", "LengthUnit", "Repetition"]
+
+LengthUnit = Literal["tokens", "words", "chars"]
+"""What length counts. ``tokens`` reads ``metadata.completion_ids`` (a list of token ids, as
+trainers give it) or ``metadata.completion_tokens`` (a count)."""
+
+
+def measure(rollout: Rollout, unit: LengthUnit) -> int:
+    """The completion's length in `unit`."""
+    if unit == "chars":
+        return len(rollout.completion_text)
+    if unit == "words":
+        return len(rollout.completion_text.split())
+    ids = rollout.metadata.get("completion_ids")
+    if isinstance(ids, list):
+        return len(ids)
+    count = rollout.metadata.get("completion_tokens")
+    if isinstance(count, int) and not isinstance(count, bool):
+        return count
+    raise NotApplicable(
+        "unit 'tokens' needs metadata.completion_ids or metadata.completion_tokens; "
+        "set unit: words or unit: chars to measure the text instead"
+    )
+
+
+@register("length")
+@dataclass(kw_only=True)
+class Length(CheckReward):
+    """DAPO's soft overlong penalty: 0 up to ``max_length - cache_length``, then falling
+    linearly to -1 at `max_length`, and -1 beyond.
+
+    Attributes:
+        max_length: The hard limit (DAPO's L_max).
+        cache_length: Width of the soft band before it (DAPO's L_cache).
+        unit: What length counts.
+    """
+
+    max_length: int
+    cache_length: int = 0
+    unit: LengthUnit = "tokens"
+    name: str = "length"
+
+    def __post_init__(self) -> None:
+        if self.max_length <= 0:
+            raise ValueError(f"max_length must be positive, got {self.max_length}")
+        if not 0 <= self.cache_length <= self.max_length:
+            raise ValueError(
+                f"cache_length must be between 0 and max_length, got {self.cache_length}"
+            )
+
+    def check(self, rollout: Rollout) -> Score:
+        n = measure(rollout, self.unit)
+        soft = self.max_length - self.cache_length
+        if n <= soft:
+            return Score(value=0.0, reason=f"{n} {self.unit}, within {soft}")
+        if n > self.max_length:
+            return Score(value=-1.0, reason=f"{n} {self.unit}, over the limit {self.max_length}")
+        return Score(
+            value=(soft - n) / self.cache_length,
+            reason=f"{n} {self.unit}, in the soft band ({soft}, {self.max_length}]",
+        )
+
+
+@register("repetition")
+@dataclass(kw_only=True)
+class Repetition(CheckReward):
+    """A penalty for repeated n-grams: ``max_penalty * (1 - distinct / total)`` (as in open-r1).
+
+    Attributes:
+        ngram_size: Words per n-gram.
+        max_penalty: The value of a completion made of one n-gram repeated (negative).
+    """
+
+    ngram_size: int = 3
+    max_penalty: float = -1.0
+    name: str = "repetition"
+
+    def __post_init__(self) -> None:
+        if self.ngram_size < 1:
+            raise ValueError(f"ngram_size must be at least 1, got {self.ngram_size}")
+        if self.max_penalty > 0:
+            raise ValueError(f"max_penalty must be zero or negative, got {self.max_penalty}")
+
+    def check(self, rollout: Rollout) -> Score:
+        words = rollout.completion_text.lower().split()
+        total = len(words) - self.ngram_size + 1
+        if total <= 0:
+            return Score(value=0.0, reason=f"shorter than {self.ngram_size} words")
+        distinct = len(set(zip(*(words[i:] for i in range(self.ngram_size)), strict=False)))
+        repeated = 1.0 - distinct / total
+        return Score(
+            value=repeated * self.max_penalty,
+            reason=f"{distinct} distinct of {total} {self.ngram_size}-grams",
+        )

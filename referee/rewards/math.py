@@ -1,0 +1,80 @@
+"""`math_answer`: is the completion's final answer mathematically equal to the reference."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from referee.errors import NotApplicable
+from referee.registry import register
+from referee.reward import CheckReward
+from referee.rewards._common import clip_text, reference_of, short
+from referee.rollout import Rollout
+from referee.score import Score
+from referee.verifiers.math import AnswerKind, verify_math
+
+__all__ = ["MathAnswer"]
+
+
+@register("math_answer")
+@dataclass(kw_only=True)
+class MathAnswer(CheckReward):
+    """1.0 when the completion's final answer equals the reference, checked by math-verify.
+
+    ``\\boxed{}`` answers are preferred; equivalent forms (``1/2``, ``0.5``, ``\\frac{1}{2}``)
+    match. No answer in the completion scores 0; a reference that cannot be parsed, or a check
+    that runs past `timeout`, is a Failure (no score).
+
+    Attributes:
+        answer: What to extract from the completion (`AnswerKind`).
+        pattern: A regex applied first; the last match's first group is what gets parsed
+            (e.g. ``<answer>(.*?)</answer>``).
+        timeout: Seconds for parsing and comparing, enforced in any thread.
+        float_rounding: Decimal places used when comparing floats.
+        strict: math-verify's strict mode (variables must match, no set/relation leniency).
+        reference_key: Take the answer from this key of an object reference.
+    """
+
+    answer: AnswerKind = "latex_or_expr"
+    pattern: str | None = None
+    timeout: float = 5.0
+    float_rounding: int = 6
+    strict: bool = True
+    reference_key: str | None = None
+    name: str = "math_answer"
+    _pattern: re.Pattern[str] | None = field(init=False, repr=False, compare=False, default=None)
+
+    def __post_init__(self) -> None:
+        if self.timeout <= 0:
+            raise ValueError(f"timeout must be positive, got {self.timeout}")
+        self._pattern = None if self.pattern is None else re.compile(self.pattern, re.DOTALL)
+
+    def check(self, rollout: Rollout) -> Score:
+        ref: Any = reference_of(rollout, self.reference_key)
+        if isinstance(ref, bool) or not isinstance(ref, (str, int, float)):
+            raise NotApplicable(f"math_answer needs a text or number reference, got {short(ref)}")
+        text = rollout.completion_text
+        if self._pattern is not None:
+            matches = self._pattern.findall(text)
+            if not matches:
+                return Score(value=0.0, reason=f"no match for /{self.pattern}/")
+            text = matches[-1] if isinstance(matches[-1], str) else matches[-1][0]
+        try:
+            verdict = verify_math(
+                str(ref),
+                text,
+                kind=self.answer,
+                timeout=self.timeout,
+                float_rounding=self.float_rounding,
+                strict=self.strict,
+            )
+        except ValueError as exc:
+            raise NotApplicable(str(exc)) from None
+        if verdict.answer is None:
+            return Score(value=0.0, reason="no answer found")
+        if verdict.correct:
+            return Score(
+                value=1.0, reason=f"{clip_text(verdict.answer)} == {clip_text(verdict.gold)}"
+            )
+        return Score(value=0.0, reason=f"{clip_text(verdict.answer)} != {clip_text(verdict.gold)}")

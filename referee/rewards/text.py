@@ -1,0 +1,200 @@
+"""Text rewards: exact match, contains, regex, and output format."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from referee.errors import NotApplicable
+from referee.registry import register
+from referee.reward import CheckReward
+from referee.rewards._common import Normalize, normalize, reference_of, short
+from referee.rewards._extract import AnswerExtract, extract_answer
+from referee.rollout import Rollout
+from referee.score import Score
+
+__all__ = ["Contains", "ExactMatch", "Format", "Regex", "RegexFlag"]
+
+RegexFlag = Literal["IGNORECASE", "DOTALL", "MULTILINE"]
+
+
+def _compile(pattern: str, flags: tuple[RegexFlag, ...] = ()) -> re.Pattern[str]:
+    value = 0
+    for flag in flags:
+        value |= getattr(re, flag)
+    try:
+        return re.compile(pattern, value)
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+
+
+def _answers(ref: Any) -> list[str]:
+    """Acceptable answers: a string, a number, or a list of them."""
+    items = ref if isinstance(ref, list) else [ref]
+    out = []
+    for item in items:
+        if isinstance(item, (str, int, float)) and not isinstance(item, bool):
+            out.append(str(item))
+        else:
+            raise NotApplicable(f"reference answer must be text or a number, got {short(item)}")
+    if not out:
+        raise NotApplicable("reference lists no acceptable answer")
+    return out
+
+
+@dataclass(kw_only=True)
+class _Extracting(CheckReward):
+    extract: AnswerExtract = "full"
+    pattern: str | None = None
+    _pattern: re.Pattern[str] | None = field(init=False, repr=False, compare=False, default=None)
+
+    def __post_init__(self) -> None:
+        self._pattern = None if self.pattern is None else _compile(self.pattern, ("DOTALL",))
+
+    def answer(self, rollout: Rollout) -> str | None:
+        return extract_answer(rollout.completion_text, self.extract, self._pattern)
+
+
+@register("exact_match")
+@dataclass(kw_only=True)
+class ExactMatch(_Extracting):
+    """1.0 when the extracted answer equals the reference (or one of a list of references).
+
+    Attributes:
+        extract: Which part of the completion is the answer (`AnswerExtract`).
+        pattern: A regex whose last match (its first group, if any) is the answer; wins over
+            `extract`.
+        normalize: How both sides are normalised before comparing.
+        reference_key: Take the answer from this key of an object reference.
+    """
+
+    normalize: Normalize = "strip"
+    reference_key: str | None = None
+    name: str = "exact_match"
+
+    def check(self, rollout: Rollout) -> Score:
+        accepted = _answers(reference_of(rollout, self.reference_key))
+        answer = self.answer(rollout)
+        if answer is None:
+            return Score(value=0.0, reason="no answer found")
+        got = normalize(answer, self.normalize)
+        if any(got == normalize(a, self.normalize) for a in accepted):
+            return Score(value=1.0, reason=f"answer {short(answer)} matches")
+        return Score(value=0.0, reason=f"answer {short(answer)} != {short(accepted[0])}")
+
+
+@register("contains")
+@dataclass(kw_only=True)
+class Contains(_Extracting):
+    """1.0 when the (extracted) completion contains `value`, or else the reference answer.
+
+    Attributes:
+        value: The text to look for; when omitted, the reference (or any of a list of them).
+        normalize: How both sides are normalised before searching.
+        reference_key: Take the text from this key of an object reference.
+    """
+
+    value: str | None = None
+    normalize: Normalize = "text"
+    reference_key: str | None = None
+    name: str = "contains"
+
+    def check(self, rollout: Rollout) -> Score:
+        needles = (
+            [self.value]
+            if self.value is not None
+            else _answers(reference_of(rollout, self.reference_key))
+        )
+        text = self.answer(rollout)
+        if text is None:
+            return Score(value=0.0, reason="no answer found")
+        hay = normalize(text, self.normalize)
+        for needle in needles:
+            if normalize(needle, self.normalize) in hay:
+                return Score(value=1.0, reason=f"contains {short(needle)}")
+        return Score(value=0.0, reason=f"does not contain {short(needles[0])}")
+
+
+@register("regex")
+@dataclass(kw_only=True)
+class Regex(CheckReward):
+    """1.0 when `regex` matches the completion (anywhere, or in full).
+
+    Attributes:
+        regex: The regular expression (Python syntax).
+        mode: ``search`` finds it anywhere; ``fullmatch`` requires the whole text to match.
+        flags: Regex flags.
+        extract: Apply it to this part of the completion only.
+    """
+
+    regex: str
+    mode: Literal["search", "fullmatch"] = "search"
+    flags: tuple[RegexFlag, ...] = ()
+    extract: AnswerExtract = "full"
+    name: str = "regex"
+    _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._regex = _compile(self.regex, self.flags)
+
+    def check(self, rollout: Rollout) -> Score:
+        text = extract_answer(rollout.completion_text, self.extract)
+        if text is None:
+            return Score(value=0.0, reason="no answer found")
+        found = self._regex.search(text) if self.mode == "search" else self._regex.fullmatch(text)
+        if found:
+            return Score(value=1.0, reason=f"matches /{self.regex}/")
+        return Score(value=0.0, reason=f"does not match /{self.regex}/")
+
+
+# Presets follow the common R1-style templates (open-r1's format reward).
+_PRESETS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "think_answer": (
+        r"\s*<think>.*?</think>\s*<answer>.*?</answer>\s*",
+        ("<think>", "</think>", "<answer>", "</answer>"),
+    ),
+    "think": (r"\s*<think>.*?</think>.*", ("<think>", "</think>")),
+    "answer": (r".*<answer>.*?</answer>\s*", ("<answer>", "</answer>")),
+    "boxed": (r".*\\boxed\{.+\}.*", ("\\boxed{",)),
+}
+
+
+@register("format")
+@dataclass(kw_only=True)
+class Format(CheckReward):
+    """1.0 when the completion has the required shape, such as think-then-answer tags.
+
+    Attributes:
+        preset: A named template: ``think_answer``, ``think``, ``answer`` or ``boxed``.
+        pattern: Or a regex the whole completion must match (DOTALL).
+        tags: Tags that must each appear exactly once (checked on top of the pattern; the
+            reason names the ones missing or repeated).
+    """
+
+    preset: Literal["think_answer", "think", "answer", "boxed"] | None = None
+    pattern: str | None = None
+    tags: tuple[str, ...] | None = None
+    name: str = "format"
+    _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _tags: tuple[str, ...] = field(init=False, repr=False, compare=False, default=())
+
+    def __post_init__(self) -> None:
+        if (self.preset is None) == (self.pattern is None):
+            raise ValueError("give exactly one of preset or pattern")
+        pattern, tags = _PRESETS[self.preset] if self.preset else (self.pattern or "", ())
+        self._regex = _compile(pattern, ("DOTALL",))
+        self._tags = self.tags if self.tags is not None else tags
+
+    def check(self, rollout: Rollout) -> Score:
+        text = rollout.completion_text
+        problems = []
+        for tag in self._tags:
+            count = text.count(tag)
+            if count != 1:
+                problems.append(f"{tag} appears {count} times")
+        if not problems and self._regex.fullmatch(text) is None:
+            problems.append("parts are out of order or malformed")
+        if problems:
+            return Score(value=0.0, reason="; ".join(problems))
+        return Score(value=1.0, reason="format ok")

@@ -1,0 +1,136 @@
+"""What a reward returns: a `Score`, or a `Failure` carried on one when no score could be given."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+__all__ = ["Failure", "FailureType", "Score"]
+
+FailureType = Literal[
+    "error",  # the reward raised an unexpected exception
+    "not_applicable",  # the rollout lacks what the reward needs (e.g. reference of the wrong shape)
+    "invalid_input",  # the input row itself is malformed (bad JSON line, missing completion)
+    "invalid_value",  # the reward produced NaN, an infinity or a non-number
+    "no_score",  # a reward function returned None without saying why
+    "timeout",  # a checker ran past its time limit
+    "component",  # a component of a composed reward failed and the policy says fail
+    "budget",  # a spend cap was reached
+    "sandbox",  # the sandbox could not run the code
+    "judge",  # a judge call failed after retries
+]
+FAILURE_TYPES: frozenset[str] = frozenset(get_args(FailureType))
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """Why a reward gave no score.
+
+    Attributes:
+        type: A short category, one of `FailureType`.
+        message: What happened, for a person.
+        where: Which reward (or file and line) it happened in.
+    """
+
+    type: FailureType
+    message: str
+    where: str | None = None
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {"type": self.type, "message": self.message, "where": self.where}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Failure:
+        kind = data.get("type", "error")
+        return cls(
+            type=kind if kind in FAILURE_TYPES else "error",
+            message=str(data.get("message", "")),
+            where=data.get("where"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    """The result of scoring one rollout.
+
+    Attributes:
+        value: The reward, or None when it could not be computed (then `failure` says why).
+            A None is never silently turned into 0: the trainer backend decides, once and
+            documented, how it reaches the optimiser.
+        components: Named parts of the reward (for a composed reward, every component; for
+            `field_match`, every field), dotted for nesting: ``{"fields.amount": 1.0}``.
+        reason: Why this value, for a person reading the log.
+        failure: Set when `value` is None.
+        skipped: Components that were not run because a gate before them failed.
+        steps: Dense per-turn rewards, one per assistant turn, where a reward gives them.
+        cost: Money spent producing this score (judge calls), in US dollars.
+        latency: Seconds spent producing this score, where it was measured.
+    """
+
+    value: float | None
+    components: Mapping[str, float | None] = field(default_factory=dict)
+    reason: str | None = None
+    failure: Failure | None = None
+    skipped: tuple[str, ...] = ()
+    steps: tuple[float, ...] | None = None
+    cost: float | None = None
+    latency: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when a value was given."""
+        return self.value is not None
+
+    @classmethod
+    def failed(cls, type: FailureType, message: str, where: str | None = None) -> Score:
+        """A score with no value, carrying the failure that explains it."""
+        return cls(value=None, reason=message, failure=Failure(type, message, where))
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict: the shape `referee score` writes (under ``reward`` for `value`)."""
+        out: dict[str, Any] = {
+            "reward": self.value,
+            "components": dict(self.components),
+            "reason": self.reason,
+            "failure": None if self.failure is None else self.failure.to_dict(),
+        }
+        if self.skipped:
+            out["skipped"] = list(self.skipped)
+        if self.steps is not None:
+            out["steps"] = list(self.steps)
+        if self.cost is not None:
+            out["cost"] = self.cost
+        if self.latency is not None:
+            out["latency"] = self.latency
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Score:
+        """Inverse of `to_dict`."""
+        failure = data.get("failure")
+        steps = data.get("steps")
+        return cls(
+            value=data.get("reward"),
+            components=dict(data.get("components") or {}),
+            reason=data.get("reason"),
+            failure=None if failure is None else Failure.from_dict(failure),
+            skipped=tuple(data.get("skipped") or ()),
+            steps=None if steps is None else tuple(steps),
+            cost=data.get("cost"),
+            latency=data.get("latency"),
+        )
+
+
+def check_value(value: float, where: str) -> Score | None:
+    """Return a failure Score when `value` is not a finite number, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return Score.failed(
+            "invalid_value", f"reward returned {value!r}, expected a float or None", where
+        )
+    if not math.isfinite(value):
+        return Score.failed(
+            "invalid_value", f"reward returned {value!r}, not a finite number", where
+        )
+    return None

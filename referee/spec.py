@@ -1,0 +1,297 @@
+"""Spec files: the portable form of a reward (YAML or JSON), turned into `Reward` objects.
+
+A spec is either one reward::
+
+    type: math_answer
+    timeout: 5
+
+or a combination of named components, each a reward (or a combination) with its own weight::
+
+    name: extraction
+    combine: weighted            # weighted | mean | min | max | product | cascade
+    on_none: skip                # skip | fail | value (see referee.compose)
+    components:
+      valid:  {type: json_schema, schema_file: release.schema.json, weight: 0.2, gate: true}
+      fields: {type: field_match, fields: {company: text, amount: {number: {rel_tol: 0.01}}},
+               weight: 0.8}
+
+Any reward or combination may also take ``scale``, ``offset`` and ``clip: [low, high]``. A
+component written as a bare string is a type with default options (``valid: json_valid``).
+Options ending in ``_file`` that hold relative paths resolve against the spec file's folder.
+
+Errors name the file, the key path, what was found and what would be valid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, get_args
+
+import yaml
+from pydantic import TypeAdapter, ValidationError
+
+from referee.compose import Combined, CombineMode, Component, NonePolicy, Transform
+from referee.errors import SpecError
+from referee.registry import lookup, registered_types
+from referee.reward import Reward
+
+__all__ = ["load"]
+
+_COMBINE_KEYS = {"name", "description", "version", "combine", "components", "on_none",
+                 "none_value", "floor"}  # fmt: skip
+_COMPONENT_KEYS = {"weight", "gate", "threshold"}
+_TRANSFORM_KEYS = {"scale", "offset", "clip"}
+_MODES: tuple[str, ...] = get_args(CombineMode)
+_POLICIES: tuple[str, ...] = get_args(NonePolicy)
+
+Path_ = tuple[str | int, ...]
+
+
+def load(spec: str | os.PathLike[str] | Mapping[str, Any]) -> Reward:
+    """Build the reward a spec describes.
+
+    Args:
+        spec: A path to a YAML or JSON spec file, or the spec as a mapping.
+
+    Raises:
+        SpecError: The spec is invalid; the message names the file, key path, what was
+            found and what would be valid.
+
+    Example:
+        ```python
+        reward = referee.load("specs/extraction.yaml")
+        reward = referee.load({"type": "math_answer"})
+        ```
+    """
+    if isinstance(spec, Mapping):
+        return _Loader("<mapping>", Path.cwd()).reward(spec, (), "reward")
+    path = Path(spec)
+    source = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError("spec file not found", source=source) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"cannot read spec file: {exc}", source=source) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError(f"not valid YAML: {exc}", source=source) from None
+    if not isinstance(data, Mapping):
+        raise SpecError(
+            "a spec must be a mapping",
+            source=source,
+            found=data,
+            expected="keys such as 'type' or 'combine' and 'components'",
+        )
+    return _Loader(source, path.resolve().parent).reward(data, (), path.stem)
+
+
+_adapters: dict[type[Any], TypeAdapter[Any]] = {}
+
+
+def _adapter(cls: type[Any]) -> TypeAdapter[Any]:
+    adapter = _adapters.get(cls)
+    if adapter is None:
+        adapter = _adapters[cls] = TypeAdapter(cls)
+    return adapter
+
+
+def _option_names(cls: type[Any]) -> list[str]:
+    if dataclasses.is_dataclass(cls):
+        return [f.name for f in dataclasses.fields(cls) if f.init and f.name != "name"]
+    return []
+
+
+class _Loader:
+    def __init__(self, source: str, base: Path) -> None:
+        self.source = source
+        self.base = base
+
+    def error(
+        self, message: str, path: Path_, found: Any = None, expected: str | None = None
+    ) -> SpecError:
+        return SpecError(message, source=self.source, path=path, found=found, expected=expected)
+
+    def reward(self, data: Mapping[str, Any], path: Path_, name: str) -> Reward:
+        name = str(data.get("name", name))
+        transform = {k: data[k] for k in _TRANSFORM_KEYS if k in data}
+        body = {k: v for k, v in data.items() if k not in _TRANSFORM_KEYS}
+        if "components" in body or "combine" in body:
+            reward: Reward = self.combination(body, path, name)
+        elif "type" in body:
+            reward = self.leaf(body, path, name)
+        else:
+            raise self.error(
+                "a reward needs 'type' (one reward) or 'components' (a combination)",
+                path,
+                found=sorted(data),
+                expected="type: <reward type> or combine: ... with components: {...}",
+            )
+        return self.transform(reward, transform, path) if transform else reward
+
+    def leaf(self, data: Mapping[str, Any], path: Path_, name: str) -> Reward:
+        kind = data["type"]
+        cls = lookup(kind) if isinstance(kind, str) else None
+        if cls is None:
+            known = registered_types()
+            close = difflib.get_close_matches(str(kind), known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise self.error(
+                f"unknown reward type{hint}",
+                (*path, "type"),
+                found=kind,
+                expected=f"one of {', '.join(known)}",
+            )
+        options = {k: v for k, v in data.items() if k not in {"type", "name", "description"}}
+        allowed = _option_names(cls)
+        for key, value in options.items():
+            if key.endswith("_file") and isinstance(value, str) and not os.path.isabs(value):
+                options[key] = str(self.base / value)
+        if allowed and "name" in {f.name for f in dataclasses.fields(cls)}:
+            options["name"] = name
+        try:
+            reward = _adapter(cls).validate_python(options)
+        except ValidationError as exc:
+            raise self._from_pydantic(exc, path, kind, allowed) from None
+        except (TypeError, ValueError) as exc:
+            raise self.error(f"invalid options for {kind}: {exc}", path) from None
+        if not isinstance(reward, Reward):
+            raise self.error(
+                f"type {kind!r} does not build a Reward", (*path, "type"), found=reward
+            )
+        return reward
+
+    def _from_pydantic(
+        self, exc: ValidationError, path: Path_, kind: str, allowed: list[str]
+    ) -> SpecError:
+        errors = exc.errors()
+        first = errors[0]
+        loc = tuple(p for p in first["loc"] if p != "function-after")
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        if first["type"] == "unexpected_keyword_argument" or first["type"] == "extra_forbidden":
+            return self.error(
+                f"unknown option for {kind}{more}",
+                (*path, *loc),
+                found=loc[-1] if loc else None,
+                expected=f"one of {', '.join(sorted(allowed + sorted(_COMPONENT_KEYS)))}",
+            )
+        message = first["msg"]
+        if message.startswith("Value error, "):
+            message = message[len("Value error, ") :]
+        if first["type"] == "missing":
+            return self.error(
+                f"{kind} needs option {loc[-1]!r}{more}" if loc else f"missing option{more}",
+                (*path, *loc),
+            )
+        return self.error(
+            f"invalid value for {kind}{more}",
+            (*path, *loc),
+            found=first.get("input"),
+            expected=message,
+        )
+
+    def combination(self, data: Mapping[str, Any], path: Path_, name: str) -> Reward:
+        unknown = set(data) - _COMBINE_KEYS
+        if unknown:
+            raise self.error(
+                "unknown key in a combination",
+                (*path, sorted(unknown)[0]),
+                found=sorted(unknown)[0],
+                expected=f"one of {', '.join(sorted(_COMBINE_KEYS | _TRANSFORM_KEYS))}",
+            )
+        mode = data.get("combine", "weighted")
+        if mode not in _MODES:
+            raise self.error(
+                "unknown combine mode", (*path, "combine"), found=mode, expected=" | ".join(_MODES)
+            )
+        on_none = data.get("on_none", "skip")
+        if on_none not in _POLICIES:
+            raise self.error(
+                "unknown on_none policy",
+                (*path, "on_none"),
+                found=on_none,
+                expected=" | ".join(_POLICIES),
+            )
+        raw = data.get("components")
+        if not isinstance(raw, Mapping) or not raw:
+            raise self.error(
+                "components must be a non-empty mapping of name -> reward",
+                (*path, "components"),
+                found=raw,
+                expected="components: {valid: {type: json_valid}, ...}",
+            )
+        components = [
+            self.component(key, value, (*path, "components", key)) for key, value in raw.items()
+        ]
+        return Combined(
+            components=components,
+            mode=mode,
+            on_none=on_none,
+            none_value=self.number(data, "none_value", 0.0, path),
+            floor=self.number(data, "floor", 0.0, path),
+            name=name,
+        )
+
+    def component(self, key: Any, value: Any, path: Path_) -> Component:
+        if not isinstance(key, str) or not key:
+            raise self.error("a component name must be a non-empty string", path, found=key)
+        if isinstance(value, str):
+            value = {"type": value}
+        if not isinstance(value, Mapping):
+            raise self.error(
+                "a component must be a mapping or a reward type name",
+                path,
+                found=value,
+                expected="{type: <reward type>, weight: <number>, ...}",
+            )
+        gate = value.get("gate", False)
+        if not isinstance(gate, bool):
+            raise self.error("gate must be true or false", (*path, "gate"), found=gate)
+        weight = self.number(value, "weight", 1.0, path)
+        threshold = self.number(value, "threshold", 1.0, path)
+        body = {k: v for k, v in value.items() if k not in _COMPONENT_KEYS}
+        return Component(
+            name=key,
+            reward=self.reward(body, path, key),
+            weight=weight,
+            gate=gate,
+            threshold=threshold,
+        )
+
+    def number(self, data: Mapping[str, Any], key: str, default: float, path: Path_) -> float:
+        value = data.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.error(f"{key} must be a number", (*path, key), found=value)
+        return float(value)
+
+    def transform(self, reward: Reward, data: Mapping[str, Any], path: Path_) -> Reward:
+        low = high = None
+        if "clip" in data:
+            clip = data["clip"]
+            ok = isinstance(clip, Sequence) and not isinstance(clip, str) and len(clip) == 2
+            if not ok or not all(
+                c is None or (isinstance(c, (int, float)) and not isinstance(c, bool)) for c in clip
+            ):
+                raise self.error(
+                    "clip must be [low, high] (either may be null)",
+                    (*path, "clip"),
+                    found=clip,
+                    expected="clip: [0, 1]",
+                )
+            low, high = clip
+        try:
+            return Transform(
+                reward=reward,
+                scale=self.number(data, "scale", 1.0, path),
+                offset=self.number(data, "offset", 0.0, path),
+                low=low,
+                high=high,
+                name=reward.name,
+            )
+        except ValueError as exc:
+            raise self.error(str(exc), (*path, "clip"), found=data.get("clip")) from None

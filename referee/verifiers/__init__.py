@@ -1,0 +1,1 @@
+"""Checkers behind referee's rewards, usable on their own (JSON Schema, math answers)."""

@@ -1,0 +1,203 @@
+"""Math answer equivalence with math-verify, under a timeout that works anywhere.
+
+math-verify's own timeout uses ``signal.alarm``, which only works in the main thread of the
+main interpreter: inside a trainer's thread pool or an async reward loop it raises. Here:
+
+- in the main thread, a ``setitimer`` deadline (restoring whatever timer and handler were
+  there before) interrupts parsing and comparison, at almost no cost;
+- in any other thread, the check runs in a small pool of worker processes, where the same
+  deadline works, and a worker stuck past it (in C code that ignores signals) is killed and
+  replaced.
+
+Either way a check that runs out of time raises `VerifierTimeout`, which the reward reports
+as a ``timeout`` Failure, never as a wrong answer.
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures
+import functools
+import multiprocessing
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from referee.errors import VerifierTimeout
+
+__all__ = ["AnswerKind", "MathVerdict", "call_with_deadline", "verify_math"]
+
+AnswerKind = Literal["latex_or_expr", "latex", "expr", "boxed"]
+"""What to extract from the completion: LaTeX (``$...$``, ``\\boxed{}``) or a plain expression
+(``latex_or_expr``), LaTeX only, a plain expression only, or only ``\\boxed{}`` content."""
+
+T = TypeVar("T")
+
+
+class _Deadline(BaseException):
+    """Raised by the timer; a BaseException so that math-verify's ``except Exception`` and
+    sympy's internal handlers do not swallow it."""
+
+
+@contextmanager
+def _deadline(seconds: float) -> Iterator[None]:
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise _Deadline
+
+    old_handler = signal.signal(signal.SIGALRM, on_alarm)
+    old_delay, old_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old_handler)
+        if old_delay:
+            signal.setitimer(signal.ITIMER_REAL, old_delay, old_interval)
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def _run_with_deadline(fn: Callable[..., T], seconds: float, args: tuple[Any, ...]) -> T:
+    try:
+        with _deadline(seconds):
+            return fn(*args)
+    except _Deadline:
+        raise VerifierTimeout(f"check did not finish within {seconds:g}s") from None
+
+
+_pool_lock = threading.Lock()
+_pool: concurrent.futures.ProcessPoolExecutor | None = None
+
+
+def _get_pool() -> concurrent.futures.ProcessPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            workers = max(1, min(4, os.cpu_count() or 1))
+            context = multiprocessing.get_context("forkserver")
+            _pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=context)
+        return _pool
+
+
+def _kill_pool() -> None:
+    global _pool
+    with _pool_lock:
+        pool, _pool = _pool, None
+    if pool is None:
+        return
+    for process in list(getattr(pool, "_processes", {}).values()):
+        process.kill()
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+atexit.register(_kill_pool)
+
+
+def call_with_deadline(fn: Callable[..., T], seconds: float, *args: Any) -> T:
+    """``fn(*args)``, interrupted after `seconds`; works in any thread.
+
+    `fn` and its arguments must be picklable (module-level function, plain data): off the main
+    thread they travel to a worker process.
+
+    Raises:
+        VerifierTimeout: `fn` did not finish in time.
+    """
+    if _in_main_thread():
+        return _run_with_deadline(fn, seconds, args)
+    future = _get_pool().submit(_run_with_deadline, fn, seconds, args)
+    try:
+        return future.result(timeout=seconds + 5.0)
+    except concurrent.futures.TimeoutError:
+        _kill_pool()  # the worker ignored its deadline: replace it
+        raise VerifierTimeout(f"check did not finish within {seconds:g}s") from None
+    except concurrent.futures.process.BrokenProcessPool:
+        _kill_pool()
+        raise
+
+
+@dataclass(frozen=True, slots=True)
+class MathVerdict:
+    """The outcome of one comparison; `gold` and `answer` are what was parsed, as text."""
+
+    correct: bool
+    gold: str
+    answer: str | None
+
+
+@functools.cache
+def _quiet_math_verify() -> None:
+    """math-verify warns once that its own timeout is off; ours is on, so the warning misleads."""
+    import math_verify.grader
+    import math_verify.parser
+
+    math_verify.parser.TIMEOUT_WARNING_SHOWN = True
+    math_verify.grader.TIMEOUT_WARNING_SHOWN = True
+
+
+@functools.lru_cache(maxsize=16)
+def _configs(kind: AnswerKind) -> tuple[Any, ...]:
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig
+
+    if kind == "latex":
+        return (LatexExtractionConfig(boxed_match_priority=0),)
+    if kind == "expr":
+        return (ExprExtractionConfig(),)
+    if kind == "boxed":
+        return (LatexExtractionConfig(boxed_match_priority=0, try_extract_without_anchor=False),)
+    return (LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig())
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_gold(reference: str) -> tuple[Any, ...]:
+    """The reference answer, parsed once per distinct reference (sympy objects are immutable)."""
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
+
+    _quiet_math_verify()
+    configs = (LatexExtractionConfig(), ExprExtractionConfig())
+    for text in (reference, f"${reference}$"):
+        parsed = parse(text, extraction_config=configs, parsing_timeout=None)
+        if parsed:
+            return tuple(parsed)
+    return ()
+
+
+def _verify(
+    reference: str, completion: str, kind: AnswerKind, float_rounding: int, strict: bool
+) -> MathVerdict:
+    from math_verify import parse, verify
+
+    _quiet_math_verify()
+    gold = _parse_gold(reference)
+    if not gold:
+        raise ValueError(f"reference {reference[:80]!r} could not be parsed as a math answer")
+    answer = parse(completion, extraction_config=_configs(kind), parsing_timeout=None)
+    if not answer:
+        return MathVerdict(False, str(gold[-1]), None)
+    correct = verify(
+        list(gold), answer, float_rounding=float_rounding, strict=strict, timeout_seconds=None
+    )
+    return MathVerdict(bool(correct), str(gold[-1]), str(answer[-1]))
+
+
+def verify_math(
+    reference: str,
+    completion: str,
+    *,
+    kind: AnswerKind = "latex_or_expr",
+    timeout: float = 5.0,
+    float_rounding: int = 6,
+    strict: bool = True,
+) -> MathVerdict:
+    """Is the final answer in `completion` equivalent to `reference`? (math-verify)
+
+    Raises:
+        VerifierTimeout: Parsing or comparison ran past `timeout` seconds.
+        ValueError: The reference itself cannot be parsed.
+    """
+    return call_with_deadline(_verify, timeout, reference, completion, kind, float_rounding, strict)
