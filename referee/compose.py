@@ -96,6 +96,8 @@ class Combined(_RewardBase):
         if dupes:
             raise ValueError(f"{self.name}: component names must be unique, repeated: {dupes}")
         self._total_weight = sum(c.weight for c in self.components)
+        if self.mode in ("weighted", "mean") and self._total_weight <= 0:
+            raise ValueError(f"{self.name}: the weights of a {self.mode} combination sum to 0")
 
     async def score(self, rollout: Rollout) -> Score:
         return (await self.score_batch([rollout]))[0]
@@ -181,9 +183,12 @@ class Combined(_RewardBase):
     def _pairs(self, per: dict[str, Score]) -> list[tuple[Component, float]]:
         """(component, value) for every component that counts towards the total."""
         pairs: list[tuple[Component, float]] = []
+        weighs = self.mode in ("weighted", "mean")
         for comp in self.components:
             s = per.get(comp.name)
-            if s is None:
+            if s is None or (weighs and comp.weight == 0):
+                # A zero-weight component (typically a gate) adds nothing to a weighted total;
+                # counting it as "present" would turn a total with no real value into 0.
                 continue
             if s.value is not None:
                 pairs.append((comp, s.value))
@@ -198,7 +203,7 @@ class Combined(_RewardBase):
         if mode == "weighted":
             total = sum(c.weight * v for c, v in pairs)
             present = sum(c.weight for c, _ in pairs)
-            if len(pairs) < len(self.components) and present > 0:
+            if present < self._total_weight:
                 # "skip": renormalise so the missing components' weight is spread over the rest.
                 total *= self._total_weight / present
             return total

@@ -23,7 +23,9 @@ import logging
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, Protocol, TypeAlias, overload, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeAlias, overload, runtime_checkable
+
+from pydantic import ConfigDict
 
 from referee._aio import run_sync
 from referee.errors import RewardError
@@ -110,6 +112,9 @@ class _RewardBase(ABC):
     """Shared by the base classes: naming, pickling of compiled state, the sync entry point."""
 
     name: str
+    # Spec options are validated by pydantic against the reward's dataclass fields: an unknown
+    # option is an error, not silently dropped.
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid")
 
     def __getstate__(self) -> dict[str, Any]:
         # Compiled state (validators, regexes, caches) lives in attributes starting with "_"

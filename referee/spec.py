@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 import yaml
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from referee.compose import Combined, CombineMode, Component, NonePolicy, Transform
 from referee.errors import SpecError
@@ -107,6 +107,24 @@ def _option_names(cls: type[Any]) -> list[str]:
     return []
 
 
+_UNION_TAG_PREFIXES = ("literal[", "function-", "union[", "tagged-union[", "is-instance[", "nullable[")
+
+
+def _model_names(cls: type[BaseModel] = BaseModel) -> set[str]:
+    names = set()
+    for sub in cls.__subclasses__():
+        names.add(sub.__name__)
+        names |= _model_names(sub)
+    return names
+
+
+def _is_union_tag(part: str | int) -> bool:
+    """Whether a pydantic error location part names a union member rather than a key."""
+    if not isinstance(part, str):
+        return False
+    return part.startswith(_UNION_TAG_PREFIXES) or (part[:1].isupper() and part in _model_names())
+
+
 class _Loader:
     def __init__(self, source: str, base: Path) -> None:
         self.source = source
@@ -171,7 +189,7 @@ class _Loader:
     ) -> SpecError:
         errors = exc.errors()
         first = errors[0]
-        loc = tuple(p for p in first["loc"] if p != "function-after")
+        loc = tuple(p for p in first["loc"] if not _is_union_tag(p))
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         if first["type"] == "unexpected_keyword_argument" or first["type"] == "extra_forbidden":
             return self.error(

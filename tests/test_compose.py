@@ -1,0 +1,211 @@
+from __future__ import annotations
+
+import math
+import pickle
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import referee
+from referee import CheckReward, Component, Rollout, Score
+from referee.compose import Combined
+from tests.conftest import make
+
+
+@dataclass(kw_only=True)
+class Fixed(CheckReward):
+    """Returns `value` (None: a failure) and counts its calls."""
+
+    value: float | None
+    name: str = "fixed"
+    calls: list[str] = field(default_factory=list)
+
+    def check(self, rollout: Rollout) -> Score:
+        self.calls.append(rollout.id)
+        if self.value is None:
+            return Score.failed("timeout", "no value", self.name)
+        return Score(value=self.value, components={"inner": self.value}, reason=f"{self.name} ok")
+
+
+def one(reward: referee.Reward) -> Score:
+    return referee.score(reward, [make("x", id="r1")])[0]
+
+
+def test_weighted_reports_total_and_every_component() -> None:
+    s = one(referee.weighted({"a": (Fixed(value=1.0), 0.2), "b": (Fixed(value=0.5), 0.8)}))
+    assert s.value == pytest.approx(0.2 * 1.0 + 0.8 * 0.5)
+    assert s.components == {"a": 1.0, "a.inner": 1.0, "b": 0.5, "b.inner": 0.5}
+    assert s.reason == "a: fixed ok; b: fixed ok"
+
+
+def test_failed_gate_sets_floor_and_skips_later_components() -> None:
+    judge = Fixed(value=1.0)
+    reward = Combined(
+        components=[
+            Component(name="valid", reward=Fixed(value=0.0), weight=0.2, gate=True),
+            Component(name="judge", reward=judge, weight=0.8),
+        ],
+        floor=-1.0,
+    )
+    s = one(reward)
+    assert s.value == -1.0
+    assert s.skipped == ("judge",)
+    assert "judge" not in s.components
+    assert judge.calls == []  # the expensive component was never run
+    assert s.failure is None  # a failed gate is a real score, not a failure
+
+
+def test_gate_threshold() -> None:
+    reward = referee.gate(Fixed(value=0.7), Fixed(value=0.3, name="then"), threshold=0.6)
+    assert one(reward).value == 0.3
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected_value", "expected_failure"),
+    [
+        ("skip", 0.5, None),  # b missing: a's weight renormalised to the whole
+        ("fail", None, "timeout"),  # the component's failure type carries through
+        ("value", 0.5 * 0.5 + 0.5 * -1.0, None),  # counted as none_value
+    ],
+)
+def test_none_policies(policy: str, expected_value: float | None, expected_failure: str | None) -> None:
+    reward = Combined(
+        components=[
+            Component(name="a", reward=Fixed(value=0.5), weight=0.5),
+            Component(name="b", reward=Fixed(value=None), weight=0.5),
+        ],
+        on_none=policy,  # type: ignore[arg-type]
+        none_value=-1.0,
+    )
+    s = one(reward)
+    assert s.value == (pytest.approx(expected_value) if expected_value is not None else None)
+    assert (s.failure.type if s.failure else None) == expected_failure
+    assert s.components["b"] is None
+
+
+def test_all_components_failing_fails_the_total() -> None:
+    s = one(referee.weighted({"a": Fixed(value=None), "b": Fixed(value=None)}))
+    assert s.value is None and s.failure is not None and s.failure.type == "timeout"
+
+
+def test_gate_without_value_fails_the_total() -> None:
+    s = one(referee.gate(Fixed(value=None), Fixed(value=1.0, name="then")))
+    assert s.value is None and s.failure is not None
+
+
+def test_zero_weight_component_alone_is_not_a_silent_zero() -> None:
+    # gate passes (weight 0) but the only weighted component has no value
+    s = one(referee.gate(Fixed(value=1.0), Fixed(value=None, name="then")))
+    assert s.value is None and s.failure is not None
+
+
+@pytest.mark.parametrize(
+    ("combinator", "expected"),
+    [
+        (referee.minimum, 0.2),
+        (referee.maximum, 0.9),
+        (referee.product, 0.2 * 0.9 * 0.5),
+        (referee.mean, (0.2 + 0.9 + 0.5) / 3),
+    ],
+)
+def test_simple_combinators(combinator, expected: float) -> None:  # type: ignore[no-untyped-def]
+    reward = combinator({"a": Fixed(value=0.2), "b": Fixed(value=0.9), "c": Fixed(value=0.5)})
+    assert one(reward).value == pytest.approx(expected)
+
+
+def test_cascade_runs_fallback_only_where_needed() -> None:
+    cheap, judge = Fixed(value=None, name="cheap"), Fixed(value=0.7, name="judge")
+    s = one(referee.cascade(cheap, judge))
+    assert s.value == 0.7 and cheap.calls == ["r1"] and judge.calls == ["r1"]
+    cheap2, judge2 = Fixed(value=1.0, name="cheap"), Fixed(value=0.7, name="judge")
+    s2 = one(referee.cascade(cheap2, judge2))
+    assert s2.value == 1.0 and judge2.calls == [] and s2.skipped == ("judge",)
+
+
+@pytest.mark.parametrize(
+    ("value", "kwargs", "expected"),
+    [
+        (0.5, {"low": 0.0, "high": 1.0}, 0.5),
+        (1.5, {"low": 0.0, "high": 1.0}, 1.0),
+        (-3.0, {"low": -1.0}, -1.0),
+    ],
+)
+def test_clip(value: float, kwargs: dict[str, float], expected: float) -> None:
+    assert one(referee.clip(Fixed(value=value), **kwargs)).value == expected
+
+
+def test_scale_keeps_none() -> None:
+    assert one(referee.scale(Fixed(value=0.5), 2.0, offset=1.0)).value == 2.0
+    assert one(referee.scale(Fixed(value=None), 2.0)).value is None
+
+
+def test_duplicate_component_names_are_rejected() -> None:
+    with pytest.raises(ValueError, match="unique"):
+        Combined(components=[Component(name="a", reward=Fixed(value=1)), Component(name="a", reward=Fixed(value=1))])
+
+
+def test_combination_pickles() -> None:
+    reward = referee.weighted({"a": (Fixed(value=0.5), 2.0)})
+    assert one(pickle.loads(pickle.dumps(reward))).value == 1.0
+
+
+# --- properties ----------------------------------------------------------------------------
+
+values = st.one_of(st.none(), st.floats(-10, 10, allow_nan=False))
+weights = st.floats(0.01, 10)
+
+
+@given(st.lists(st.tuples(values, weights), min_size=1, max_size=6))
+def test_weighted_skip_is_renormalised_sum(parts: list[tuple[float | None, float]]) -> None:
+    reward = referee.weighted({f"c{i}": (Fixed(value=v), w) for i, (v, w) in enumerate(parts)})
+    s = one(reward)
+    present = [(v, w) for v, w in parts if v is not None]
+    if not present:
+        assert s.value is None and s.failure is not None
+        return
+    expected = sum(v * w for v, w in present) * sum(w for _, w in parts) / sum(w for _, w in present)
+    assert s.value is not None and math.isclose(s.value, expected, rel_tol=1e-9, abs_tol=1e-9)
+    assert len(s.components) == 2 * len(parts) - (len(parts) - len(present))
+
+
+@given(st.lists(st.tuples(values, weights, st.booleans()), min_size=1, max_size=6), st.floats(-1, 0))
+def test_gates_stop_at_first_failing_gate(parts: list[tuple[float | None, float, bool]], floor: float) -> None:
+    rewards = [Fixed(value=v, name=f"c{i}") for i, (v, _, _) in enumerate(parts)]
+    reward = Combined(
+        components=[
+            Component(name=f"c{i}", reward=r, weight=w, gate=g, threshold=0.0)
+            for i, (r, (_, w, g)) in enumerate(zip(rewards, parts, strict=True))
+        ],
+        floor=floor,
+    )
+    s = one(reward)
+    stop = next((i for i, (v, _, g) in enumerate(parts) if g and (v is None or v < 0.0)), None)
+    if stop is None:
+        assert all(r.calls == ["r1"] for r in rewards)
+        assert s.skipped == ()
+        return
+    assert all(r.calls == ["r1"] for r in rewards[: stop + 1])
+    assert all(r.calls == [] for r in rewards[stop + 1 :])
+    assert s.skipped == tuple(f"c{i}" for i in range(stop + 1, len(parts)))
+    if parts[stop][0] is None:
+        assert s.value is None and s.failure is not None
+    else:
+        assert s.value == floor
+
+
+@given(st.lists(values, min_size=1, max_size=6))
+def test_fail_policy_fails_iff_any_component_fails(vals: list[float | None]) -> None:
+    s = one(referee.Combined(
+        components=[Component(name=f"c{i}", reward=Fixed(value=v)) for i, v in enumerate(vals)],
+        on_none="fail",
+    ))  # fmt: skip
+    assert (s.value is None) == (None in vals)
+
+
+@given(st.lists(st.floats(-5, 5, allow_nan=False), min_size=1, max_size=5), st.floats(-2, 2), st.floats(-2, 2))
+def test_clip_bounds_hold(vals: list[float], low: float, high: float) -> None:
+    low, high = min(low, high), max(low, high)
+    s = one(referee.clip(referee.mean({f"c{i}": Fixed(value=v) for i, v in enumerate(vals)}), low, high))
+    assert s.value is not None and low <= s.value <= high
