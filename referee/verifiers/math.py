@@ -160,7 +160,11 @@ def _parse_gold(reference: str) -> tuple[Any, ...]:
 
     _quiet_math_verify()
     configs = (LatexExtractionConfig(), ExprExtractionConfig())
-    for text in (reference, f"${reference}$"):
+    # A bare reference ("\\{2, 1\\}", "0.5") is one expression: read it whole as LaTeX first,
+    # so plain-expression extraction does not pick out a single number from inside it.
+    delimited = "$" in reference or "\\boxed" in reference
+    candidates = (reference,) if delimited else (f"${reference}$", reference)
+    for text in candidates:
         parsed = parse(text, extraction_config=configs, parsing_timeout=None)
         if parsed:
             return tuple(parsed)

@@ -1,0 +1,102 @@
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from typing import Any
+
+import pytest
+
+import referee
+from referee.rewards import MathAnswer
+from tests.conftest import make
+
+
+@pytest.mark.parametrize(
+    ("completion", "reference", "value"),
+    [
+        (r"The answer is $\boxed{\frac{1}{2}}$", "0.5", 1.0),  # equivalent forms
+        (r"\boxed{0.5}", r"\frac{1}{2}", 1.0),
+        (r"so $x = \boxed{3}$", "3", 1.0),
+        (r"\boxed{4}", "3", 0.0),
+        (r"first \boxed{4}, no wait \boxed{3}", "3", 0.0),  # several boxed = hedging: a set, wrong
+        ("The answer is 42.", 42, 1.0),  # numeric reference, plain-text answer
+        (r"\boxed{2\sqrt{2}}", r"\sqrt{8}", 1.0),  # symbolic equality
+        (r"\boxed{\{1, 2\}}", r"\{2, 1\}", 1.0),  # sets
+    ],
+)
+def test_math_answers(completion: str, reference: Any, value: float) -> None:
+    assert referee.score(MathAnswer(), [make(completion, reference)])[0].value == value
+
+
+def test_no_answer_is_zero_with_reason() -> None:
+    s = referee.score(MathAnswer(answer="boxed"), [make("I do not know", "3")])[0]
+    assert s.value == 0.0 and s.reason == "no answer found"
+
+
+def test_pattern_narrows_the_completion() -> None:
+    reward = MathAnswer(pattern=r"<answer>(.*?)</answer>")
+    s = referee.score(reward, [make(r"<think>maybe 5</think><answer>$7$</answer>", "7")])[0]
+    assert s.value == 1.0
+
+
+@pytest.mark.parametrize("reference", [{"a": 1}, None, True])
+def test_bad_reference_is_a_failure(reference: Any) -> None:
+    s = referee.score(MathAnswer(), [make(r"\boxed{1}", reference)])[0]
+    assert s.value is None and s.failure is not None and s.failure.type == "not_applicable"
+
+
+def test_unparsable_reference_is_a_failure() -> None:
+    s = referee.score(MathAnswer(), [make(r"\boxed{1}", "")])[0]
+    assert s.value is None and s.failure is not None
+
+
+# Large exponent towers make sympy work for a very long time.
+SLOW = r"\boxed{" + "9^{" * 12 + "9" + "}" * 12 + r"}"
+
+
+def test_timeout_in_the_main_thread_is_a_failure() -> None:
+    reward = MathAnswer(timeout=0.5)
+    s = referee.score(reward, [make(SLOW, "2")])[0]
+    assert s.value is None and s.failure is not None and s.failure.type == "timeout"
+
+
+def test_works_and_times_out_in_worker_threads() -> None:
+    # math-verify's own timeout raises in threads; referee's must not.
+    reward = MathAnswer(timeout=0.5)
+    rollouts = [make(r"\boxed{\frac{1}{2}}", "0.5"), make(SLOW, "2")]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda r: referee.score(reward, [r])[0], rollouts))
+    assert results[0].value == 1.0
+    assert results[1].value is None and results[1].failure is not None
+    assert results[1].failure.type == "timeout"
+
+
+def test_works_inside_a_running_event_loop_thread() -> None:
+    out: list[referee.Score] = []
+
+    def target() -> None:
+        async def main() -> None:
+            out.extend(await MathAnswer().score_batch([make(r"\boxed{3}", "3")]))
+
+        asyncio.run(main())
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    assert out[0].value == 1.0
+
+
+def test_an_outer_alarm_survives() -> None:
+    import signal
+
+    fired: list[int] = []
+    old = signal.signal(signal.SIGALRM, lambda *a: fired.append(1))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 30)
+        referee.score(MathAnswer(), [make(r"\boxed{1}", "1")])
+        remaining, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 0 < remaining <= 30  # the caller's own timer is restored, not cancelled
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
