@@ -20,7 +20,7 @@ from referee.errors import RefereeError
 from referee.registry import lookup, registered_types
 from referee.report.summary import Summary
 from referee.reward import Reward
-from referee.rollouts.jsonl import read_jsonl
+from referee.rollouts.jsonl import RowOk, read_jsonl
 from referee.rollouts.run import DEFAULT_BATCH_SIZE, ScoreRun, score_file, score_rows
 from referee.spec import load
 
@@ -154,7 +154,7 @@ _DEMOS = (
 
 
 @main.command()
-@click.option("--width", default=60, show_default=True, help="Characters of each reason shown.")
+@click.option("--width", default=0, help="Cut each reason to this many characters (0: whole).")
 def demo(width: int) -> None:
     """Score the bundled rollouts with the bundled specs and print the results."""
     console = Console()
@@ -164,19 +164,27 @@ def demo(width: int) -> None:
             reward = _load_spec(str(spec_path))
         rows: list[dict[str, Any]] = []
         with resources.as_file(data / f"{name}.jsonl") as rollouts_path:
-            run = run_sync(score_rows(read_jsonl(rollouts_path), reward, rows.append))
+            inputs = list(read_jsonl(rollouts_path))
+            run = run_sync(score_rows(inputs, reward, rows.append))
+        notes = {
+            r.rollout.id: str(r.rollout.metadata.get("note", ""))
+            for r in inputs
+            if isinstance(r, RowOk)
+        }
         console.rule(f"[bold]{name}[/bold]: {description}")
         table = Table(show_lines=False)
         table.add_column("id")
+        table.add_column("attempt")
         table.add_column("reward", justify="right")
         table.add_column("reason", overflow="fold")
         for row in rows:
             reason = str(row.get("reason") or "")
-            if len(reason) > width:
+            if 0 < width < len(reason):
                 reason = reason[: width - 3] + "..."
             reward_value = row.get("reward")
             table.add_row(
                 str(row["id"]),
+                notes.get(str(row["id"]), ""),
                 _fmt(reward_value if isinstance(reward_value, float | int) else None),
                 reason,
             )

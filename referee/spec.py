@@ -107,7 +107,14 @@ def _option_names(cls: type[Any]) -> list[str]:
     return []
 
 
-_UNION_TAG_PREFIXES = ("literal[", "function-", "union[", "tagged-union[", "is-instance[", "nullable[")
+_UNION_TAG_PREFIXES = (
+    "literal[",
+    "function-",
+    "union[",
+    "tagged-union[",
+    "is-instance[",
+    "nullable[",
+)
 
 
 def _model_names(cls: type[BaseModel] = BaseModel) -> set[str]:

@@ -70,7 +70,9 @@ def test_gate_threshold() -> None:
         ("value", 0.5 * 0.5 + 0.5 * -1.0, None),  # counted as none_value
     ],
 )
-def test_none_policies(policy: str, expected_value: float | None, expected_failure: str | None) -> None:
+def test_none_policies(
+    policy: str, expected_value: float | None, expected_failure: str | None
+) -> None:
     reward = Combined(
         components=[
             Component(name="a", reward=Fixed(value=0.5), weight=0.5),
@@ -143,7 +145,12 @@ def test_scale_keeps_none() -> None:
 
 def test_duplicate_component_names_are_rejected() -> None:
     with pytest.raises(ValueError, match="unique"):
-        Combined(components=[Component(name="a", reward=Fixed(value=1)), Component(name="a", reward=Fixed(value=1))])
+        Combined(
+            components=[
+                Component(name="a", reward=Fixed(value=1)),
+                Component(name="a", reward=Fixed(value=1)),
+            ]
+        )
 
 
 def test_combination_pickles() -> None:
@@ -165,13 +172,19 @@ def test_weighted_skip_is_renormalised_sum(parts: list[tuple[float | None, float
     if not present:
         assert s.value is None and s.failure is not None
         return
-    expected = sum(v * w for v, w in present) * sum(w for _, w in parts) / sum(w for _, w in present)
+    expected = (
+        sum(v * w for v, w in present) * sum(w for _, w in parts) / sum(w for _, w in present)
+    )
     assert s.value is not None and math.isclose(s.value, expected, rel_tol=1e-9, abs_tol=1e-9)
     assert len(s.components) == 2 * len(parts) - (len(parts) - len(present))
 
 
-@given(st.lists(st.tuples(values, weights, st.booleans()), min_size=1, max_size=6), st.floats(-1, 0))
-def test_gates_stop_at_first_failing_gate(parts: list[tuple[float | None, float, bool]], floor: float) -> None:
+@given(
+    st.lists(st.tuples(values, weights, st.booleans()), min_size=1, max_size=6), st.floats(-1, 0)
+)
+def test_gates_stop_at_first_failing_gate(
+    parts: list[tuple[float | None, float, bool]], floor: float
+) -> None:
     rewards = [Fixed(value=v, name=f"c{i}") for i, (v, _, _) in enumerate(parts)]
     reward = Combined(
         components=[
@@ -204,8 +217,14 @@ def test_fail_policy_fails_iff_any_component_fails(vals: list[float | None]) -> 
     assert (s.value is None) == (None in vals)
 
 
-@given(st.lists(st.floats(-5, 5, allow_nan=False), min_size=1, max_size=5), st.floats(-2, 2), st.floats(-2, 2))
+@given(
+    st.lists(st.floats(-5, 5, allow_nan=False), min_size=1, max_size=5),
+    st.floats(-2, 2),
+    st.floats(-2, 2),
+)
 def test_clip_bounds_hold(vals: list[float], low: float, high: float) -> None:
     low, high = min(low, high), max(low, high)
-    s = one(referee.clip(referee.mean({f"c{i}": Fixed(value=v) for i, v in enumerate(vals)}), low, high))
+    s = one(
+        referee.clip(referee.mean({f"c{i}": Fixed(value=v) for i, v in enumerate(vals)}), low, high)
+    )
     assert s.value is not None and low <= s.value <= high

@@ -39,7 +39,9 @@ async def async_length(rollout: Rollout) -> float:
         (Score(value=math.nan), None, "invalid_value"),
     ],
 )
-def test_function_results_are_coerced(returned: object, value: float | None, failure: str | None) -> None:
+def test_function_results_are_coerced(
+    returned: object, value: float | None, failure: str | None
+) -> None:
     fn = referee.reward(lambda r: returned)
     [s] = referee.score(fn, [make("x")])
     assert s.value == value
@@ -58,7 +60,9 @@ def test_exceptions_become_failures_not_zeros() -> None:
     [a] = referee.score(boom, [make()])
     [b] = referee.score(not_applicable, [make()])
     assert a.value is None and a.failure is not None
-    assert a.failure.type == "error" and "KeyError" in a.failure.message and a.failure.where == "boom"
+    assert (
+        a.failure.type == "error" and "KeyError" in a.failure.message and a.failure.where == "boom"
+    )
     assert b.value is None and b.failure is not None and b.failure.type == "not_applicable"
 
 
@@ -144,4 +148,6 @@ def test_group_reward_with_wrong_count_fails_every_member() -> None:
             return [1.0]
 
     scores = referee.score(Broken(), [make(id="1", group="g"), make(id="2", group="g")])
-    assert all(s.value is None and s.failure and "returned 1 scores" in s.failure.message for s in scores)
+    assert all(
+        s.value is None and s.failure and "returned 1 scores" in s.failure.message for s in scores
+    )

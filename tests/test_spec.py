@@ -10,7 +10,7 @@ import pytest
 import referee
 from referee import SpecError
 from referee.compose import Combined, Transform
-from referee.rewards import FieldMatch, JsonSchema, MathAnswer
+from referee.rewards import FieldMatch, FieldRule, JsonSchema, MathAnswer
 from tests.conftest import make
 
 SCHEMA = {"type": "object", "required": ["a"]}
@@ -24,22 +24,27 @@ def write(tmp_path: Path, text: str, name: str = "spec.yaml") -> Path:
 
 def test_spec_file_builds_the_same_reward_as_python(tmp_path: Path) -> None:
     (tmp_path / "s.json").write_text(json.dumps(SCHEMA))
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         name: extraction
         combine: weighted
         components:
           valid: {type: json_schema, schema_file: s.json, weight: 0.2, gate: true}
           fields: {type: field_match, fields: {a: {number: {rel_tol: 0.1}}}, weight: 0.8}
-    """)
+    """,
+    )
     from_spec = referee.load(path)
+    fields = FieldMatch(fields={"a": FieldRule(match="number", rel_tol=0.1)})
     in_python = referee.Combined(
         components=[
-            referee.Component(name="valid", reward=JsonSchema(schema=SCHEMA), weight=0.2, gate=True),
-            referee.Component(name="fields", reward=FieldMatch(fields={"a": {"number": {"rel_tol": 0.1}}}),  # type: ignore[dict-item]
-                              weight=0.8),
+            referee.Component(
+                name="valid", reward=JsonSchema(schema=SCHEMA), weight=0.2, gate=True
+            ),
+            referee.Component(name="fields", reward=fields, weight=0.8),
         ],
         name="extraction",
-    )  # fmt: skip
+    )
     rollouts = [make('{"a": 1.05}', {"a": 1}), make('{"b": 1}', {"a": 1}), make("{", {"a": 1})]
     assert referee.score(from_spec, rollouts) == referee.score(in_python, rollouts)
     assert isinstance(from_spec, Combined) and from_spec.name == "extraction"
@@ -61,7 +66,10 @@ def test_nested_combination() -> None:
     reward = referee.load({
         "combine": "min",
         "components": {
-            "inner": {"combine": "max", "components": {"a": "json_valid", "b": {"type": "contains", "value": "ok"}}},
+            "inner": {
+                "combine": "max",
+                "components": {"a": "json_valid", "b": {"type": "contains", "value": "ok"}},
+            },
             "c": {"type": "regex", "regex": "o"},
         },
     })  # fmt: skip
@@ -71,18 +79,42 @@ def test_nested_combination() -> None:
 
 # Each case: the spec, the key path the error must name, and words the message must contain.
 ERRORS = [
-    ({"type": "json_shema"}, "type", ["unknown reward type", "did you mean 'json_schema'", "json_valid"]),
+    (
+        {"type": "json_shema"},
+        "type",
+        ["unknown reward type", "did you mean 'json_schema'", "json_valid"],
+    ),
     ({"type": "json_valid", "extrct": "first"}, "extrct", ["unknown option", "extract"]),
-    ({"type": "json_valid", "extract": "fence"}, "extract", ["invalid value", "'fence'", "'strict', 'fenced' or 'first'"]),
+    (
+        {"type": "json_valid", "extract": "fence"},
+        "extract",
+        ["invalid value", "'fence'", "'strict', 'fenced' or 'first'"],
+    ),
     ({"type": "regex"}, "regex", ["needs option 'regex'"]),
     ({"type": "regex", "regex": "("}, "", ["invalid regular expression"]),
-    ({"components": {"a": {"type": "json_valid", "weight": "heavy"}}}, "components.a.weight", ["must be a number", "heavy"]),
-    ({"components": {"a": {"type": "json_valid", "gate": "yes"}}}, "components.a.gate", ["true or false"]),
-    ({"combine": "median", "components": {"a": "json_valid"}}, "combine", ["unknown combine mode", "weighted | mean"]),
+    (
+        {"components": {"a": {"type": "json_valid", "weight": "heavy"}}},
+        "components.a.weight",
+        ["must be a number", "heavy"],
+    ),
+    (
+        {"components": {"a": {"type": "json_valid", "gate": "yes"}}},
+        "components.a.gate",
+        ["true or false"],
+    ),
+    (
+        {"combine": "median", "components": {"a": "json_valid"}},
+        "combine",
+        ["unknown combine mode", "weighted | mean"],
+    ),
     ({"on_none": "zero", "components": {"a": "json_valid"}}, "on_none", ["skip | fail | value"]),
     ({"components": {}}, "components", ["non-empty mapping"]),
     ({"components": {"a": 3}}, "components.a", ["mapping or a reward type name"]),
-    ({"components": {"a": "json_valid"}, "weights": 1}, "weights", ["unknown key in a combination"]),
+    (
+        {"components": {"a": "json_valid"}, "weights": 1},
+        "weights",
+        ["unknown key in a combination"],
+    ),
     ({"name": "x"}, "", ["needs 'type'"]),
     ({"type": "json_valid", "clip": [1]}, "clip", ["[low, high]"]),
     ({"type": "json_schema", "schema_file": "/nonexistent.json"}, "", ["does not exist"]),
@@ -127,9 +159,12 @@ def test_missing_spec_file(tmp_path: Path) -> None:
         referee.load(tmp_path / "nope.yaml")
 
 
-def test_plugin_reward_type_from_entry_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plugin_reward_type_from_entry_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A real installed-distribution layout: a module plus a .dist-info with entry_points.txt.
-    (tmp_path / "referee_test_plugin.py").write_text(textwrap.dedent("""
+    (tmp_path / "referee_test_plugin.py").write_text(
+        textwrap.dedent("""
         from dataclasses import dataclass
         from referee import CheckReward
 
@@ -139,10 +174,13 @@ def test_plugin_reward_type_from_entry_point(tmp_path: Path, monkeypatch: pytest
             name: str = "shout"
             def check(self, rollout):
                 return rollout.completion_text.isupper()
-    """))
+    """)
+    )
     info = tmp_path / "referee_test_plugin-1.0.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: referee-test-plugin\nVersion: 1.0\n")
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: referee-test-plugin\nVersion: 1.0\n"
+    )
     (info / "entry_points.txt").write_text("[referee.rewards]\nshout = referee_test_plugin:Shout\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     import referee.registry as registry

@@ -192,9 +192,12 @@ def match_field(rule: FieldRule, pred: Any, ref: Any) -> tuple[float, str | None
         f1 = 2 * precision * recall / (precision + recall)
         if f1 == 1.0:
             return 1.0, None
-        invented = sorted(map(str, ps - rs))[:5]
-        missed = sorted(map(str, rs - ps))[:5]
-        return f1, f"F1 {f1:.2f}; invented {invented}; missed {missed}"
+        parts = [f"F1 {f1:.2f}"]
+        if ps - rs:
+            parts.append(f"invented {sorted(map(str, ps - rs))[:5]}")
+        if rs - ps:
+            parts.append(f"missed {sorted(map(str, rs - ps))[:5]}")
+        return f1, "; ".join(parts)
     # fuzzy
     ratio = fuzz.ratio(normalize_text(str(pred)), normalize_text(str(ref))) / 100.0
     if ratio < rule.threshold:

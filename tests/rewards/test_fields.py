@@ -9,7 +9,12 @@ import referee
 from referee.rewards import FieldMatch, FieldRule
 from tests.conftest import make
 
-REF = {"company": "Acme Corp.", "amount": 1_250_000, "date": "2025-03-03", "provinces": ["Ontario", "Quebec"]}
+REF = {
+    "company": "Acme Corp.",
+    "amount": 1_250_000,
+    "date": "2025-03-03",
+    "provinces": ["Ontario", "Quebec"],
+}
 RULES: dict[str, Any] = {
     "company": "text",
     "amount": {"number": {"rel_tol": 0.01}},
@@ -37,12 +42,24 @@ def score(pred: Any, ref: Any = REF, **kw: Any) -> referee.Score:
         ({"date": "2025-03-04"}, 0.75, "date", 0.0),
         ({"date": "soon"}, 0.75, "date", 0.0),
         ({"provinces": ["quebec", "Ontario"]}, 1.0, "provinces", 1.0),  # set: order and case free
-        ({"provinces": ["Ontario"]}, 0.75 + 0.25 * (2 / 3), "provinces", 2 / 3),  # missed one: recall 1/2
-        ({"provinces": ["Ontario", "Quebec", "Yukon", "Nunavut"]}, 0.75 + 0.25 * (2 / 3), "provinces", 2 / 3),  # invented: precision 1/2
+        (
+            {"provinces": ["Ontario"]},
+            0.75 + 0.25 * (2 / 3),
+            "provinces",
+            2 / 3,
+        ),  # missed one: recall 1/2
+        (
+            {"provinces": ["Ontario", "Quebec", "Yukon", "Nunavut"]},
+            0.75 + 0.25 * (2 / 3),
+            "provinces",
+            2 / 3,
+        ),  # invented: precision 1/2
         ({"provinces": "Ontario"}, 0.75, "provinces", 0.0),  # not a list
     ],
 )
-def test_field_matchers(change: dict[str, Any], value: float, field: str, field_value: float) -> None:
+def test_field_matchers(
+    change: dict[str, Any], value: float, field: str, field_value: float
+) -> None:
     s = score({**REF, **change})
     assert s.value == pytest.approx(value)
     assert s.components[field] == pytest.approx(field_value)
@@ -70,14 +87,18 @@ def test_invented_fields(policy: str, value: float) -> None:
 
 def test_field_weights() -> None:
     fields = {"company": {"match": "text", "weight": 3}, "amount": "number"}
-    s = score({"company": "Acme Corp", "amount": 1}, {"company": "Acme Corp", "amount": 2}, fields=fields)
+    s = score(
+        {"company": "Acme Corp", "amount": 1}, {"company": "Acme Corp", "amount": 2}, fields=fields
+    )
     assert s.value == pytest.approx(0.75)
 
 
 def test_nested_paths_and_list_indices() -> None:
     ref = {"address": {"city": "Paris", "zip": "75001"}, "items": [{"sku": "A1"}]}
     fields = {"address.city": "text", "address.zip": "exact", "items.0.sku": "exact"}
-    s = score({"address": {"city": "paris", "zip": "75002"}, "items": [{"sku": "A1"}]}, ref, fields=fields)
+    s = score(
+        {"address": {"city": "paris", "zip": "75002"}, "items": [{"sku": "A1"}]}, ref, fields=fields
+    )
     assert s.components == {"address.city": 1.0, "address.zip": 0.0, "items.0.sku": 1.0}
     assert s.value == pytest.approx(2 / 3)
 

@@ -12,7 +12,7 @@ from tests.conftest import make
     ("text", "extract", "valid", "why"),
     [
         ('{"a": 1}', "strict", True, None),
-        ('  [1, 2]\n', "strict", True, None),  # surrounding whitespace is fine
+        ("  [1, 2]\n", "strict", True, None),  # surrounding whitespace is fine
         ('{"a": 1} trailing', "strict", False, "extra text after the JSON value"),
         ('{"a": NaN}', "strict", False, "NaN is not valid JSON"),  # not portable JSON
         ('{"a": Infinity}', "strict", False, "Infinity is not valid JSON"),
@@ -20,7 +20,7 @@ from tests.conftest import make
         ("", "strict", False, "empty completion"),
         ('{"a": }', "strict", False, "line 1 column 7"),  # says where parsing failed
         ('Here:\n```json\n{"a": 1}\n```\nDone', "fenced", True, None),
-        ('```\n[1]\n```', "fenced", True, None),  # a fence without a language
+        ("```\n[1]\n```", "fenced", True, None),  # a fence without a language
         ('{"a": 1}', "fenced", False, "no fenced code block"),
         ('The result is {"a": 1} as asked', "first", True, None),
         ('set {x} then {"a": [1]} ok', "first", True, None),  # skips a brace that is not JSON

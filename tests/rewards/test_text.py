@@ -16,7 +16,12 @@ from tests.conftest import make
         ({}, "paris", "Paris", 0.0),  # case matters unless normalised
         ({"normalize": "text"}, "PARIS.", "Paris", 1.0),
         ({"extract": "answer_tag"}, "<think>Lyon?</think><answer> Paris </answer>", "Paris", 1.0),
-        ({"extract": "answer_tag"}, "<answer>Lyon</answer> then <answer>Paris</answer>", "Paris", 1.0),  # last tag wins
+        (
+            {"extract": "answer_tag"},
+            "<answer>Lyon</answer> then <answer>Paris</answer>",
+            "Paris",
+            1.0,
+        ),  # last tag wins
         ({"extract": "boxed"}, r"so \boxed{\frac{1}{2}}", r"\frac{1}{2}", 1.0),  # nested braces
         ({"extract": "last_line"}, "work\n\n42\n", "42", 1.0),
         ({"extract": "last_number"}, "between 3 and 1,024 items", "1024", 1.0),
@@ -25,7 +30,9 @@ from tests.conftest import make
         ({}, "7", 7, 1.0),  # numeric reference
     ],
 )
-def test_exact_match(options: dict[str, Any], completion: str, reference: Any, value: float) -> None:
+def test_exact_match(
+    options: dict[str, Any], completion: str, reference: Any, value: float
+) -> None:
     assert referee.score(ExactMatch(**options), [make(completion, reference)])[0].value == value
 
 
@@ -69,7 +76,12 @@ def test_regex(options: dict[str, Any], completion: str, value: float) -> None:
         ("think_answer", "<think>a</think>\n<answer>b</answer>", 1.0, "format ok"),
         ("think_answer", "<answer>b</answer><think>a</think>", 0.0, "out of order"),
         ("think_answer", "<think>a</think><answer>b", 0.0, "</answer> appears 0 times"),
-        ("think_answer", "<think>a</think><think>x</think><answer>b</answer>", 0.0, "<think> appears 2 times"),  # no stuffing
+        (
+            "think_answer",
+            "<think>a</think><think>x</think><answer>b</answer>",
+            0.0,
+            "<think> appears 2 times",
+        ),  # no stuffing
         ("think", "<think>a</think> answer", 1.0, "format ok"),
         ("boxed", r"x \boxed{3}", 1.0, "format ok"),
     ],
