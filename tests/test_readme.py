@@ -1,0 +1,26 @@
+"""The README's examples run as written."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import referee
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_python_example_runs(capsys) -> None:  # type: ignore[no-untyped-def]
+    [code] = re.findall(r"```python\n(.*?)```", README.read_text(), re.DOTALL)
+    exec(compile(code, str(README), "exec"), {})
+    out = capsys.readouterr().out
+    assert out.startswith("1.0 {'valid': 1.0, 'fields': 1.0")
+
+
+def test_spec_example_loads(tmp_path: Path) -> None:
+    [spec] = re.findall(r"```yaml\n(.*?)```", README.read_text(), re.DOTALL)
+    (tmp_path / "release.schema.json").write_text('{"type": "object"}')
+    (tmp_path / "extraction.yaml").write_text(spec)
+    reward = referee.load(tmp_path / "extraction.yaml")
+    assert isinstance(reward, referee.Combined)
+    assert [c.name for c in reward.components] == ["valid", "fields"]
