@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from referee.reward import Reward, _RewardBase
+from referee.reward import Reward, _RewardBase, is_sync
 from referee.rollout import Rollout
 from referee.score import Failure, Score
 
@@ -96,8 +96,25 @@ class Combined(_RewardBase):
         if dupes:
             raise ValueError(f"{self.name}: component names must be unique, repeated: {dupes}")
         self._total_weight = sum(c.weight for c in self.components)
+        self._sync = all(is_sync(c.reward) for c in self.components)
         if self.mode in ("weighted", "mean") and self._total_weight <= 0:
             raise ValueError(f"{self.name}: the weights of a {self.mode} combination sum to 0")
+
+    @property
+    def is_sync(self) -> bool:
+        return self._sync
+
+    def check_safe(self, rollout: Rollout) -> Score:
+        """Score one rollout inline, component after component (sync components only)."""
+        per: dict[str, Score] = {}
+        stop = None
+        for comp in self.components:
+            s = comp.reward.check_safe(rollout)  # type: ignore[attr-defined]
+            per[comp.name] = s
+            if self._stops(comp, s):
+                stop = (comp, s)
+                break
+        return self._total(per, stop)
 
     async def score(self, rollout: Rollout) -> Score:
         return (await self.score_batch([rollout]))[0]
@@ -105,6 +122,11 @@ class Combined(_RewardBase):
     async def score_batch(
         self, rollouts: Sequence[Rollout], *, concurrency: int | None = None
     ) -> list[Score]:
+        if self._sync:
+            # Rollout by rollout: no per-component lists, and a completion parsed by one
+            # component is still in the parse cache when the next one asks for it.
+            check = self.check_safe
+            return [check(r) for r in rollouts]
         per: list[dict[str, Score]] = [{} for _ in rollouts]
         stopped: list[tuple[Component, Score] | None] = [None] * len(rollouts)
         alive = list(range(len(rollouts)))
@@ -138,41 +160,63 @@ class Combined(_RewardBase):
         return self.mode == "cascade"
 
     def _total(self, per: dict[str, Score], stop: tuple[Component, Score] | None) -> Score:
+        """The combined Score, in one pass over the components that ran (in declared order)."""
         components: dict[str, float | None] = {}
         reasons = []
         cost = None
-        for name, s in per.items():
-            components[name] = s.value
-            for sub, v in s.components.items():
-                components[f"{name}.{sub}"] = v
+        weighs = self.mode == "weighted" or self.mode == "mean"
+        total = present = 0.0  # weighted / mean
+        values: list[float] = []  # min / max / product / cascade
+        for comp in self.components:
+            s = per.get(comp.name)
+            if s is None:
+                continue
+            name, value = comp.name, s.value
+            components[name] = value
+            if s.components:
+                for sub, v in s.components.items():
+                    components[f"{name}.{sub}"] = v
             if s.reason:
                 reasons.append(f"{name}: {s.reason}")
             if s.cost is not None:
                 cost = (cost or 0.0) + s.cost
-        skipped = tuple(c.name for c in self.components if c.name not in per)
+            if value is None:
+                if self.on_none != "value":
+                    continue
+                value = self.none_value
+            if not weighs:
+                values.append(value)
+            elif comp.weight != 0:
+                # A zero-weight component (typically a gate) adds nothing to a weighted total;
+                # counting it as present would turn a total with no real value into 0.
+                total += comp.weight * value
+                present += comp.weight
+        skipped = (
+            tuple(c.name for c in self.components if c.name not in per)
+            if len(per) < len(self.components)
+            else ()
+        )
         detail = "; ".join(reasons) or None
 
-        value: float | None
+        result: float | None
         failure: Failure | None = None
         headline: str | None = None
         if stop is not None and stop[1].value is None and self.on_none != "value":
             comp, s = stop
-            value, failure = None, _wrap_failure(s, comp.name)
+            result, failure = None, _wrap_failure(s, comp.name)
             headline = f"component {comp.name} failed"
         elif stop is not None and stop[0].gate:
-            value, headline = self.floor, f"gate {stop[0].name} not passed"
+            result, headline = self.floor, f"gate {stop[0].name} not passed"
+        elif present if weighs else values:
+            result = self._combine(total, present, values)
         else:
-            pairs = self._pairs(per)
-            if pairs:
-                value = self._combine(pairs)
-            else:
-                name, first = next(iter(per.items()))
-                value, failure = None, _wrap_failure(first, name)
-                headline = "no component gave a value"
+            name, first = next(iter(per.items()))
+            result, failure = None, _wrap_failure(first, name)
+            headline = "no component gave a value"
         if headline is not None:
             detail = f"{headline} ({detail})" if detail else headline
         return Score(
-            value=value,
+            value=result,
             components=components,
             reason=detail,
             failure=failure,
@@ -180,37 +224,15 @@ class Combined(_RewardBase):
             cost=cost,
         )
 
-    def _pairs(self, per: dict[str, Score]) -> list[tuple[Component, float]]:
-        """(component, value) for every component that counts towards the total."""
-        pairs: list[tuple[Component, float]] = []
-        weighs = self.mode in ("weighted", "mean")
-        for comp in self.components:
-            s = per.get(comp.name)
-            if s is None or (weighs and comp.weight == 0):
-                # A zero-weight component (typically a gate) adds nothing to a weighted total;
-                # counting it as "present" would turn a total with no real value into 0.
-                continue
-            if s.value is not None:
-                pairs.append((comp, s.value))
-            elif self.on_none == "value":
-                pairs.append((comp, self.none_value))
-            if self.mode == "cascade" and pairs:
-                break
-        return pairs
-
-    def _combine(self, pairs: list[tuple[Component, float]]) -> float:
+    def _combine(self, total: float, present: float, values: list[float]) -> float:
         mode = self.mode
+        if mode == "mean":
+            return total / present
         if mode == "weighted":
-            total = sum(c.weight * v for c, v in pairs)
-            present = sum(c.weight for c, _ in pairs)
             if present < self._total_weight:
                 # "skip": renormalise so the missing components' weight is spread over the rest.
                 total *= self._total_weight / present
             return total
-        if mode == "mean":
-            weight = sum(c.weight for c, _ in pairs)
-            return sum(c.weight * v for c, v in pairs) / weight if weight else 0.0
-        values = [v for _, v in pairs]
         if mode == "min":
             return min(values)
         if mode == "max":
@@ -241,6 +263,13 @@ class Transform(_RewardBase):
     low: float | None = None
     high: float | None = None
     name: str = "transform"
+
+    @property
+    def is_sync(self) -> bool:
+        return is_sync(self.reward)
+
+    def check_safe(self, rollout: Rollout) -> Score:
+        return self._apply(self.reward.check_safe(rollout))  # type: ignore[attr-defined]
 
     def __post_init__(self) -> None:
         if self.low is not None and self.high is not None and self.low > self.high:

@@ -127,6 +127,15 @@ class _RewardBase(ABC):
         if post_init is not None:
             post_init()
 
+    @property
+    def is_sync(self) -> bool:
+        """True when scoring never waits: then `check_safe(rollout)` scores inline."""
+        return False
+
+    def check_safe(self, rollout: Rollout) -> Score:
+        """Score one rollout synchronously; only for rewards whose `is_sync` is true."""
+        raise TypeError(f"{type(self).__name__} {self.name!r} scores asynchronously")
+
     @abstractmethod
     async def score_batch(
         self, rollouts: Sequence[Rollout], *, concurrency: int | None = None
@@ -147,6 +156,10 @@ class CheckReward(_RewardBase):
     @abstractmethod
     def check(self, rollout: Rollout) -> RewardResult:
         """Score one rollout (synchronously). Raise `RewardError` when it cannot be scored."""
+
+    @property
+    def is_sync(self) -> bool:
+        return True
 
     def check_safe(self, rollout: Rollout) -> Score:
         """`check`, with exceptions and bad values turned into Failures."""
@@ -361,6 +374,11 @@ def reward(
 # --- the synchronous entry point -----------------------------------------------------------
 
 
+def is_sync(reward: object) -> bool:
+    """Whether `reward` can score inline with `check_safe` (no waiting anywhere inside it)."""
+    return isinstance(reward, _RewardBase) and reward.is_sync
+
+
 def score(
     reward: Reward, rollouts: Iterable[Rollout], *, concurrency: int | None = None
 ) -> list[Score]:
@@ -372,6 +390,7 @@ def score(
         ```
     """
     items = list(rollouts)
-    if isinstance(reward, CheckReward):
-        return [reward.check_safe(r) for r in items]
+    if is_sync(reward):
+        check = reward.check_safe  # type: ignore[attr-defined]
+        return [check(r) for r in items]
     return run_sync(reward.score_batch(items, concurrency=concurrency))

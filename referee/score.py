@@ -51,9 +51,13 @@ class Failure:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Score:
     """The result of scoring one rollout.
+
+    Treat a Score as immutable: referee may hand the same instance to several places (every
+    member of a failed group). It is not frozen only because a frozen dataclass costs about a
+    microsecond more to build, and a deterministic spec builds several per rollout.
 
     Attributes:
         value: The reward, or None when it could not be computed (then `failure` says why).

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any, Literal
@@ -151,58 +151,97 @@ def _exact(pred: Any, ref: Any) -> bool:
     return bool(pred == ref)
 
 
-def match_field(rule: FieldRule, pred: Any, ref: Any) -> tuple[float, str | None]:
-    """(score in [0, 1], why it is not 1) for one field."""
-    kind = rule.match
-    if kind == "exact":
-        return (1.0, None) if _exact(pred, ref) else (0.0, f"{short(pred)} != {short(ref)}")
-    if kind == "text":
-        if normalize_text(str(pred)) == normalize_text(str(ref)):
-            return 1.0, None
-        return 0.0, f"{short(pred)} != {short(ref)}"
-    if kind == "number":
-        p, r = _as_number(pred), _as_number(ref)
-        if r is None:
-            raise NotApplicable(f"reference value {short(ref)} is not a number")
-        if p is None:
-            return 0.0, f"{short(pred)} is not a number"
-        if math.isclose(p, r, rel_tol=rule.rel_tol, abs_tol=rule.abs_tol):
-            return 1.0, None
-        return 0.0, f"{p:.12g} != {r:.12g}"
-    if kind == "date":
-        rd = _as_date(ref, rule.date_formats)
-        if rd is None:
-            raise NotApplicable(f"reference value {short(ref)} is not a date")
-        pd = _as_date(pred, rule.date_formats)
-        if pd is None:
-            return 0.0, f"{short(pred)} is not a date"
-        return (1.0, None) if pd == rd else (0.0, f"{pd} != {rd}")
-    if kind == "set_f1":
-        if not isinstance(ref, list):
-            raise NotApplicable(f"set_f1 needs a list in the reference, got {short(ref)}")
-        if not isinstance(pred, list):
-            return 0.0, f"{short(pred)} is not a list"
-        ps, rs = {_item_key(x) for x in pred}, {_item_key(x) for x in ref}
-        if not ps and not rs:
-            return 1.0, None
-        hits = len(ps & rs)
-        if hits == 0:
-            return 0.0, f"no item matches (invented {len(ps)}, missed {len(rs)})"
-        precision, recall = hits / len(ps), hits / len(rs)
-        f1 = 2 * precision * recall / (precision + recall)
-        if f1 == 1.0:
-            return 1.0, None
-        parts = [f"F1 {f1:.2f}"]
-        if ps - rs:
-            parts.append(f"invented {sorted(map(str, ps - rs))[:5]}")
-        if rs - ps:
-            parts.append(f"missed {sorted(map(str, rs - ps))[:5]}")
-        return f1, "; ".join(parts)
-    # fuzzy
+MatchResult = tuple[float, str | None]
+
+
+def _match_exact(rule: FieldRule, pred: Any, ref: Any) -> MatchResult:
+    return (1.0, None) if _exact(pred, ref) else (0.0, f"{short(pred)} != {short(ref)}")
+
+
+def _match_text(rule: FieldRule, pred: Any, ref: Any) -> MatchResult:
+    if normalize_text(str(pred)) == normalize_text(str(ref)):
+        return 1.0, None
+    return 0.0, f"{short(pred)} != {short(ref)}"
+
+
+def _match_number(rule: FieldRule, pred: Any, ref: Any) -> MatchResult:
+    p, r = _as_number(pred), _as_number(ref)
+    if r is None:
+        raise NotApplicable(f"reference value {short(ref)} is not a number")
+    if p is None:
+        return 0.0, f"{short(pred)} is not a number"
+    if math.isclose(p, r, rel_tol=rule.rel_tol, abs_tol=rule.abs_tol):
+        return 1.0, None
+    return 0.0, f"{p:.12g} != {r:.12g}"
+
+
+def _match_date(rule: FieldRule, pred: Any, ref: Any) -> MatchResult:
+    rd = _as_date(ref, rule.date_formats)
+    if rd is None:
+        raise NotApplicable(f"reference value {short(ref)} is not a date")
+    pd = _as_date(pred, rule.date_formats)
+    if pd is None:
+        return 0.0, f"{short(pred)} is not a date"
+    return (1.0, None) if pd == rd else (0.0, f"{pd} != {rd}")
+
+
+def _match_set_f1(rule: FieldRule, pred: Any, ref: Any) -> MatchResult:
+    if not isinstance(ref, list):
+        raise NotApplicable(f"set_f1 needs a list in the reference, got {short(ref)}")
+    if not isinstance(pred, list):
+        return 0.0, f"{short(pred)} is not a list"
+    ps, rs = {_item_key(x) for x in pred}, {_item_key(x) for x in ref}
+    if not ps and not rs:
+        return 1.0, None
+    hits = len(ps & rs)
+    if hits == 0:
+        return 0.0, f"no item matches (invented {len(ps)}, missed {len(rs)})"
+    f1 = 2 * hits / (len(ps) + len(rs))
+    if f1 == 1.0:
+        return 1.0, None
+    parts = [f"F1 {f1:.2f}"]
+    if ps - rs:
+        parts.append(f"invented {sorted(map(str, ps - rs))[:5]}")
+    if rs - ps:
+        parts.append(f"missed {sorted(map(str, rs - ps))[:5]}")
+    return f1, "; ".join(parts)
+
+
+def _match_fuzzy(rule: FieldRule, pred: Any, ref: Any) -> MatchResult:
     ratio = fuzz.ratio(normalize_text(str(pred)), normalize_text(str(ref))) / 100.0
     if ratio < rule.threshold:
         return 0.0, f"similarity {ratio:.2f} below {rule.threshold}"
     return ratio, None if ratio == 1.0 else f"similarity {ratio:.2f}"
+
+
+_MATCHERS: dict[str, Callable[[FieldRule, Any, Any], MatchResult]] = {
+    "exact": _match_exact,
+    "text": _match_text,
+    "number": _match_number,
+    "date": _match_date,
+    "set_f1": _match_set_f1,
+    "fuzzy": _match_fuzzy,
+}
+
+
+def match_field(rule: FieldRule, pred: Any, ref: Any) -> MatchResult:
+    """(score in [0, 1], why it is not 1) for one field."""
+    return _MATCHERS[rule.match](rule, pred, ref)
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """One field to compare, with its matcher looked up once."""
+
+    path: str
+    rule: FieldRule
+    weight: float
+    matcher: Callable[[FieldRule, Any, Any], MatchResult]
+    simple: bool  # a plain key, not a dotted path
+
+    @classmethod
+    def of(cls, path: str, rule: FieldRule) -> _Step:
+        return cls(path, rule, rule.weight, _MATCHERS[rule.match], "." not in path)
 
 
 @register("field_match")
@@ -230,26 +269,27 @@ class FieldMatch(CheckReward):
     reference_key: str | None = None
     extract: JsonExtract = "strict"
     name: str = "field_match"
-    _rules: dict[str, FieldRule] | None = field(init=False, repr=False, compare=False, default=None)
+    _plan: list[_Step] | None = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
+        self._default = FieldRule(match=self.default)
         if self.fields is None:
-            self._rules = None
+            self._plan = None
             return
-        self._rules = {
+        rules = {
             path: rule if isinstance(rule, FieldRule) else FieldRule.model_validate(rule)
             for path, rule in self.fields.items()
         }
-        self._roots = {path.split(".", 1)[0] for path in self._rules} | set(self._rules)
+        self._plan = [_Step.of(path, rule) for path, rule in rules.items()]
+        self._roots = {path.split(".", 1)[0] for path in rules} | set(rules)
 
     def check(self, rollout: Rollout) -> Score:
         ref = reference_of(rollout, self.reference_key)
         if not isinstance(ref, dict):
             raise NotApplicable(f"field_match needs an object reference, got {short(ref)}")
-        rules = self._rules
-        if rules is None:
-            default = FieldRule(match=self.default)
-            rules = dict.fromkeys(ref, default)
+        plan = self._plan
+        if plan is None:
+            plan = [_Step.of(key, self._default) for key in ref]
         parsed = parse_json(rollout.completion_text, self.extract)
         if not parsed.ok:
             return Score(value=0.0, reason=f"invalid JSON: {parsed.error}")
@@ -260,9 +300,12 @@ class FieldMatch(CheckReward):
         components: dict[str, float | None] = {}
         notes: list[str] = []
         total = weight = 0.0
-        for path, rule in rules.items():
-            expected = _lookup(ref, path)
-            got = _lookup(pred, path)
+        for step in plan:
+            path = step.path
+            if step.simple:
+                expected, got = ref.get(path, _MISSING), pred.get(path, _MISSING)
+            else:
+                expected, got = _lookup(ref, path), _lookup(pred, path)
             why: str | None
             if expected is _MISSING:
                 if got is _MISSING:
@@ -273,15 +316,16 @@ class FieldMatch(CheckReward):
             elif expected is None:
                 value, why = (1.0, None) if got is None else (0.0, f"{short(got)} != None")
             else:
-                value, why = match_field(rule, got, expected)
+                value, why = step.matcher(step.rule, got, expected)
             components[path] = value
-            total += rule.weight * value
-            weight += rule.weight
+            total += step.weight * value
+            weight += step.weight
             if why:
                 notes.append(f"{path}: {why}")
         if self.extra_fields == "penalize":
-            roots = self._roots if self._rules is not None else ref.keys()
-            invented = [k for k in pred if k not in ref and k not in roots]
+            invented = pred.keys() - ref.keys()
+            if invented and self._plan is not None:
+                invented -= self._roots
             if invented:
                 weight += self.extra_weight * len(invented)
                 notes.append(f"invented fields {sorted(invented)[:10]}")
