@@ -82,6 +82,8 @@ class GroupReward(Reward, Protocol):
 
 def coerce_result(result: object, where: str) -> Score:
     """Turn what a reward returned into a Score, rejecting NaN, infinities and non-numbers."""
+    if type(result) is Score and type(result.value) is float and result.value - result.value == 0:
+        return result  # the common case, checked cheaply: x - x is 0 only for finite floats
     if isinstance(result, Score):
         if result.value is None:
             if result.failure is None:

@@ -37,6 +37,8 @@ async def async_length(rollout: Rollout) -> float:
         (Score(value=0.25, reason="r"), 0.25, None),
         (Score(value=None), None, "no_score"),  # a Score with no value and no failure
         (Score(value=math.nan), None, "invalid_value"),
+        (Score(value=-math.inf), None, "invalid_value"),  # the fast path must not let this by
+        (Score(value=2), 2, None),  # an int value is a number
     ],
 )
 def test_function_results_are_coerced(
