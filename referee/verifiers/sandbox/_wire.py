@@ -1,0 +1,160 @@
+"""Framing and plain-data encoding shared by the host and the in-sandbox worker.
+
+Standard library only: this file is also imported inside the sandbox, by whatever Python the
+sandbox runs. Values cross the boundary as *plain data* only: None, bool, int, float, str,
+bytes, complex, list, tuple, dict, set, frozenset, of those exact types. A subclass (an int
+whose ``__eq__`` always returns True) or any other object is refused, so what the host
+compares is always a fresh builtin value it decoded itself.
+"""
+
+import base64
+import json
+import math
+import os
+import struct
+
+MAX_FRAME = 64 << 20
+MAX_DEPTH = 200
+_HEADER = struct.Struct(">I")
+
+
+class WireError(Exception):
+    """A frame or value that does not follow the protocol."""
+
+
+def write_frame(fd, payload):
+    data = json.dumps(payload, separators=(",", ":")).encode("utf-8")
+    if len(data) > MAX_FRAME:
+        raise WireError("frame of %d bytes is over the limit" % len(data))
+    buf = _HEADER.pack(len(data)) + data
+    view = memoryview(buf)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _read_exact(fd, n):
+    chunks = []
+    while n:
+        chunk = os.read(fd, min(n, 1 << 20))
+        if not chunk:
+            raise EOFError("peer closed the channel")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(fd):
+    (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size))
+    if size > MAX_FRAME:
+        raise WireError("frame of %d bytes is over the limit" % size)
+    try:
+        return json.loads(_read_exact(fd, size).decode("utf-8"))
+    except ValueError as exc:
+        raise WireError("malformed frame: %s" % exc) from None
+
+
+def encode(value, depth=0):
+    """`value` as JSON-ready tagged data; WireError for anything that is not plain data."""
+    if depth > MAX_DEPTH:
+        raise WireError("value nested more than %d deep" % MAX_DEPTH)
+    kind = type(value)
+    if value is None or kind is bool or kind is int or kind is str:
+        return value
+    if kind is float:
+        if math.isfinite(value):
+            return value
+        return {"$f": repr(value)}
+    if kind is list:
+        return [encode(v, depth + 1) for v in value]
+    if kind is tuple:
+        return {"$t": [encode(v, depth + 1) for v in value]}
+    if kind is dict:
+        return {"$d": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
+    if kind is set or kind is frozenset:
+        return {"$s" if kind is set else "$fs": [encode(v, depth + 1) for v in value]}
+    if kind is bytes:
+        return {"$b": base64.b64encode(value).decode("ascii")}
+    if kind is complex:
+        return {"$c": [encode(value.real), encode(value.imag)]}
+    raise WireError("a value of type %s is not plain data" % kind.__name__)
+
+
+_TAGS = {
+    "$f": lambda v, d: float(v) if v in ("nan", "inf", "-inf") else _bad(v),
+    "$t": lambda v, d: tuple(decode(x, d + 1) for x in _list(v)),
+    "$d": lambda v, d: {decode(k, d + 1): decode(x, d + 1) for k, x in (_pair(p) for p in _list(v))},
+    "$s": lambda v, d: {decode(x, d + 1) for x in _list(v)},
+    "$fs": lambda v, d: frozenset(decode(x, d + 1) for x in _list(v)),
+    "$b": lambda v, d: base64.b64decode(v.encode("ascii"), validate=True) if type(v) is str else _bad(v),
+    "$c": lambda v, d: complex(*(decode(x, d + 1) for x in _list(v))),
+}
+
+
+def _bad(value):
+    raise WireError("malformed tagged value %r" % (value,))
+
+
+def _list(value):
+    return value if type(value) is list else _bad(value)
+
+
+def _pair(value):
+    return value if type(value) is list and len(value) == 2 else _bad(value)
+
+
+def decode(value, depth=0):
+    """Inverse of `encode`, building only builtin values."""
+    if depth > MAX_DEPTH:
+        raise WireError("value nested more than %d deep" % MAX_DEPTH)
+    kind = type(value)
+    if value is None or kind in (bool, int, float, str):
+        return value
+    if kind is list:
+        return [decode(v, depth + 1) for v in value]
+    if kind is dict and len(value) == 1:
+        (tag, inner), = value.items()
+        handler = _TAGS.get(tag)
+        if handler is not None:
+            try:
+                return handler(inner, depth)
+            except (TypeError, ValueError) as exc:
+                raise WireError("malformed %s value: %s" % (tag, exc)) from None
+    raise WireError("malformed value %r" % (value,))
+
+
+class Channel:
+    """Frames from a file descriptor, read with a deadline (select + an internal buffer)."""
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.buf = bytearray()
+        self.closed = False
+
+    def feed(self):
+        """Read what is available now; False once the peer has closed."""
+        chunk = os.read(self.fd, 1 << 20)
+        if not chunk:
+            self.closed = True
+            return False
+        self.buf += chunk
+        if len(self.buf) > MAX_FRAME + _HEADER.size:
+            raise WireError("peer sent more than a frame's worth of data")
+        return True
+
+    def pop(self):
+        """The next complete frame, or None."""
+        if len(self.buf) < _HEADER.size:
+            return None
+        (size,) = _HEADER.unpack(bytes(self.buf[: _HEADER.size]))
+        if size > MAX_FRAME:
+            raise WireError("frame of %d bytes is over the limit" % size)
+        end = _HEADER.size + size
+        if len(self.buf) < end:
+            return None
+        data = bytes(self.buf[_HEADER.size : end])
+        del self.buf[:end]
+        try:
+            return json.loads(data.decode("utf-8"))
+        except ValueError as exc:
+            raise WireError("malformed frame: %s" % exc) from None

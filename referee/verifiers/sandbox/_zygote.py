@@ -1,0 +1,462 @@
+"""The worker that runs inside the sandbox: it forks one child per job.
+
+Standard library only; started by the host as ``python3 -I -S _zygote.py UID`` inside the
+sandbox (bubblewrap namespaces). The Python interpreter is already warm when a job arrives, so
+a Python job costs a fork, not an interpreter start.
+
+Protocol (frames of `_wire`, on fds 0 and 1 of this process, moved out of the way at start):
+  {"op": "run", job}          -> run to completion -> result
+  {"op": "start", job}        -> load a Python module and serve calls -> {"loaded": [names]}
+  {"op": "call", fn, args}    -> relay one call to the serving job -> {"ok": value} | {"error"}
+  {"op": "finish"}            -> stop the serving job -> result
+  {"op": "ping"}              -> {"pong": pid}
+
+After every job, every process left in this pid namespace but this one is killed: a job cannot
+leave a daemon behind for the next.
+"""
+
+import base64
+import os
+import resource
+import select
+import shutil
+import signal
+import sys
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves it out
+import _wire  # noqa: E402
+
+WORK = "/work"  # replaced from argv
+ISOLATED = True  # in a pid namespace of our own (bubblewrap); False: a plain host process
+IN_FD, OUT_FD = 10, 11
+
+
+def _setup_channels():
+    os.dup2(0, IN_FD)
+    os.dup2(1, OUT_FD)
+    null = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1):
+        os.dup2(null, fd)
+    os.close(null)
+
+
+def _kill_all_others(uid):
+    """SIGKILL every process the jobs could have left behind, then reap.
+
+    In our own pid namespace: every process but pid 1 and this one. As a plain host process:
+    every process of the job's uid (a helper drops to that uid and signals -1), or, with no uid
+    of its own, nothing beyond the job's process group, which the caller already killed.
+    """
+    if not ISOLATED:
+        if uid >= 0:
+            helper = os.fork()
+            if helper == 0:
+                try:
+                    os.setgid(uid)
+                    os.setuid(uid)
+                    for _ in range(20):
+                        os.kill(-1, signal.SIGKILL)
+                except OSError:
+                    pass
+                os._exit(0)
+            os.waitpid(helper, 0)
+        _reap()
+        return
+    for _ in range(20):
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _reap()
+        alive = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid())]
+        if not alive:
+            return
+        time.sleep(0.005)
+
+
+def _reap():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _safe_path(root, name):
+    path = os.path.normpath(os.path.join(root, name))
+    if not path.startswith(root + os.sep) or os.path.isabs(name):
+        raise ValueError("file name %r leaves the work dir" % name)
+    return path
+
+
+class Job:
+    counter = 0
+
+    def __init__(self, spec, uid):
+        Job.counter += 1
+        self.spec = spec
+        self.uid = uid
+        self.limits = spec["limits"]
+        self.dir = os.path.join(WORK, "job%d" % Job.counter)
+        self.pid = None
+        self.out = bytearray()
+        self.err = bytearray()
+        self.out_cut = self.err_cut = False
+        self.output_limited = False
+        self.timed_out = False
+        self.status = None
+        self.started = time.monotonic()
+        self.deadline = self.started + self.limits["wall_seconds"]
+        self.resp = None
+
+    # -- setup ------------------------------------------------------------------------------
+
+    def prepare(self):
+        os.mkdir(self.dir, 0o777)
+        os.chmod(self.dir, 0o777)
+        for name, data in self.spec.get("files", {}).items():
+            path = _safe_path(self.dir, name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as fh:
+                fh.write(base64.b64decode(data))
+            os.chmod(path, 0o644)
+        self.stdin_path = os.path.join(WORK, ".stdin%d" % Job.counter)
+        with open(self.stdin_path, "wb") as fh:
+            fh.write(base64.b64decode(self.spec.get("stdin", "")))
+        if self.uid >= 0:
+            for base, dirs, files in os.walk(self.dir):
+                for name in dirs + files:
+                    os.lchown(os.path.join(base, name), self.uid, self.uid)
+            os.chown(self.dir, self.uid, self.uid)
+
+    def spawn(self, serve):
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        req_r = req_w = resp_r = resp_w = -1
+        if serve:
+            req_r, req_w = os.pipe()
+            resp_r, resp_w = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the job
+            try:
+                self._child(out_w, err_w, req_r, resp_w, serve)
+            finally:
+                os._exit(127)
+        for fd in (out_w, err_w, req_r, resp_w):
+            if fd >= 0:
+                os.close(fd)
+        self.pid = pid
+        self.out_fd, self.err_fd = out_r, err_r
+        self.req_fd = req_w
+        self.resp = _wire.Channel(resp_r) if serve else None
+
+    def _child(self, out_w, err_w, req_r, resp_w, serve):
+        os.setsid()
+        stdin = os.open(self.stdin_path, os.O_RDONLY)
+        os.dup2(stdin, 0)
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        keep = 3
+        if serve:
+            os.dup2(req_r, 3)
+            os.dup2(resp_w, 4)
+            keep = 5
+        os.closerange(keep, 65536)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD):
+            signal.signal(sig, signal.SIG_DFL)
+        lim = self.limits
+        cpu = max(1, int(lim["cpu_seconds"] + 0.999))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        resource.setrlimit(resource.RLIMIT_AS, (lim["memory_bytes"], lim["memory_bytes"]))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (lim["file_size_bytes"], lim["file_size_bytes"]))
+        resource.setrlimit(resource.RLIMIT_NPROC, (lim["processes"], lim["processes"]))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        os.chdir(self.dir)
+        if self.uid >= 0:
+            os.setgroups([])
+            os.setgid(self.uid)
+            os.setuid(self.uid)
+        os.umask(0o022)
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": self.dir,
+            "TMPDIR": "/tmp",
+            "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONHASHSEED": "0",
+        }
+        os.environ.clear()
+        os.environ.update(env)
+        kind = self.spec["kind"]
+        if kind == "exec":
+            argv = self.spec["command"]
+            try:
+                os.execvpe(argv[0], argv, env)
+            except OSError as exc:
+                os.write(2, ("cannot run %r: %s\n" % (argv[0], exc)).encode())
+                os._exit(127)
+        _run_python(self.spec, serve)
+
+    # -- waiting ----------------------------------------------------------------------------
+
+    def _drain(self, timeout):
+        """Read output for up to `timeout` seconds; return the fds that became readable."""
+        fds = [fd for fd in (self.out_fd, self.err_fd) if fd >= 0]
+        if self.resp is not None and not self.resp.closed:
+            fds.append(self.resp.fd)
+        if not fds:
+            time.sleep(min(timeout, 0.01))
+            return []
+        ready, _, _ = select.select(fds, [], [], max(0.0, timeout))
+        cap = self.limits["output_bytes"]
+        for fd in ready:
+            if fd == self.out_fd or fd == self.err_fd:
+                chunk = os.read(fd, 1 << 16)
+                is_out = fd == self.out_fd
+                if not chunk:
+                    os.close(fd)
+                    if is_out:
+                        self.out_fd = -1
+                    else:
+                        self.err_fd = -1
+                    continue
+                buf = self.out if is_out else self.err
+                room = cap - len(buf)
+                buf += chunk[: max(0, room)]
+                if len(chunk) > room:
+                    if is_out:
+                        self.out_cut = True
+                    else:
+                        self.err_cut = True
+                    self.output_limited = True
+                    self.kill()
+        return ready
+
+    def _reap_child(self):
+        if self.status is not None or self.pid is None:
+            return True
+        pid, status = os.waitpid(self.pid, os.WNOHANG)
+        if pid == 0:
+            return False
+        self.status = status
+        return True
+
+    def wait(self):
+        """Run until the job exits (and its output is drained) or its time is up."""
+        exited_at = None
+        while True:
+            now = time.monotonic()
+            if now >= self.deadline:
+                self.timed_out = True
+                self.kill()
+                break
+            self._drain(min(0.05, self.deadline - now))
+            if self._reap_child():
+                if self.out_fd < 0 and self.err_fd < 0:
+                    break
+                # A detached grandchild may hold the pipes open: give it a moment, then stop.
+                exited_at = exited_at or time.monotonic()
+                if time.monotonic() - exited_at > 0.2:
+                    break
+            if self.output_limited:
+                break
+
+    def kill(self):
+        if self.pid is not None and self.status is None:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+    def call(self, message):
+        if self.status is not None or self.resp is None or self.resp.closed:
+            return {"error": "the program is no longer running", "dead": True}
+        timeout = message.get("timeout") or self.limits["wall_seconds"]
+        call_deadline = min(self.deadline, time.monotonic() + timeout)
+        try:
+            _wire.write_frame(self.req_fd, {"fn": message["fn"], "args": message["args"],
+                                            "kwargs": message.get("kwargs", {})})
+        except OSError:
+            self.kill()
+            return {"error": "the program closed its input", "dead": True}
+        return self.await_frame(call_deadline)
+
+    def await_frame(self, deadline):
+        """The next frame from the serving job, or an error once it dies or time is up."""
+        while True:
+            try:
+                frame = self.resp.pop()
+            except _wire.WireError as exc:
+                self.kill()
+                return {"error": "protocol violation: %s" % exc, "dead": True}
+            if frame is not None:
+                return frame
+            now = time.monotonic()
+            if now >= deadline:
+                self.timed_out = True
+                self.kill()
+                return {"error": "timed out", "dead": True}
+            if self.output_limited:
+                return {"error": "output limit exceeded", "dead": True}
+            ready = self._drain(min(0.05, deadline - now))
+            if self.resp.fd in ready:
+                self.resp.feed()
+            if self.resp.closed or self._reap_child():
+                frame = self.resp.pop()  # a last frame may have come with the exit
+                if frame is not None:
+                    return frame
+                self.kill()
+                return {"error": "the program exited", "dead": True}
+
+    def finish(self):
+        if self.req_fd >= 0:
+            os.close(self.req_fd)
+            self.req_fd = -1
+        if self.resp is not None:
+            self.deadline = min(self.deadline, time.monotonic() + 0.5)
+        self.wait()
+        self.kill()
+        wall = time.monotonic() - self.started
+        if self.status is None:
+            try:
+                _, self.status = os.waitpid(self.pid, 0)
+            except ChildProcessError:
+                self.status = None
+        _kill_all_others(self.uid)
+        for fd in (self.out_fd, self.err_fd):
+            if fd >= 0:
+                os.close(fd)
+        if self.resp is not None:
+            os.close(self.resp.fd)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        try:
+            os.unlink(self.stdin_path)
+        except OSError:
+            pass
+        code = sig = None
+        if self.status is not None:
+            if os.WIFEXITED(self.status):
+                code = os.WEXITSTATUS(self.status)
+            elif os.WIFSIGNALED(self.status):
+                sig = os.WTERMSIG(self.status)
+        return {
+            "exit_code": code,
+            "signal": sig,
+            "timed_out": self.timed_out,
+            "output_limited": self.output_limited,
+            "stdout": base64.b64encode(bytes(self.out)).decode("ascii"),
+            "stderr": base64.b64encode(bytes(self.err)).decode("ascii"),
+            "stdout_truncated": self.out_cut,
+            "stderr_truncated": self.err_cut,
+            "wall_time": wall,
+        }
+
+
+def _run_python(spec, serve):
+    """In the job process: run Python source as __main__, or load it and serve calls."""
+    import io
+
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
+                                  errors="backslashreplace", line_buffering=False)
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
+                                  errors="backslashreplace", line_buffering=True)
+    sys.argv = [spec.get("filename", "main.py")]
+    sys.path[0:0] = [os.getcwd()]
+    name = "__main__" if not serve else "solution"
+    module = {"__name__": name, "__file__": os.path.join(os.getcwd(), sys.argv[0]),
+              "__builtins__": __builtins__}
+    code = 0
+    try:
+        exec(compile(spec["source"], sys.argv[0], "exec"), module)
+        if serve:
+            _serve(module)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if not isinstance(exc.code, (int, type(None))):
+            print(exc.code, file=sys.stderr)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+def _serve(module):
+    names = sorted(k for k, v in module.items() if callable(v) and not k.startswith("__"))
+    _wire.write_frame(4, {"loaded": names})
+    while True:
+        try:
+            request = _wire.read_frame(3)
+        except EOFError:
+            return
+        try:
+            fn = module.get(request["fn"])
+            if not callable(fn):
+                raise NameError("no function %r in the program" % request["fn"])
+            args = _wire.decode(request["args"])
+            kwargs = _wire.decode(request["kwargs"])
+            result = fn(*args, **kwargs)
+            reply = {"ok": _wire.encode(result)}
+        except Exception as exc:
+            reply = {"error": "%s: %s" % (type(exc).__name__, str(exc)[:500])}
+        sys.stdout.flush()
+        _wire.write_frame(4, reply)
+
+
+def main():
+    global WORK, ISOLATED
+    uid = int(sys.argv[1])
+    WORK = sys.argv[2]
+    ISOLATED = sys.argv[3] == "1"
+    _setup_channels()
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    serving = None
+    while True:
+        try:
+            msg = _wire.read_frame(IN_FD)
+        except EOFError:
+            return
+        op = msg.get("op")
+        try:
+            if op == "ping":
+                reply = {"pong": os.getpid()}
+            elif op == "run":
+                job = Job(msg["job"], uid)
+                job.prepare()
+                job.spawn(serve=False)
+                reply = job.finish()
+            elif op == "start":
+                job = Job(msg["job"], uid)
+                job.prepare()
+                job.spawn(serve=True)
+                reply = job.await_frame(job.deadline)
+                serving = job
+            elif op == "call":
+                reply = serving.call(msg) if serving else {"error": "no program", "dead": True}
+            elif op == "finish":
+                reply = serving.finish() if serving else {"error": "no program"}
+                serving = None
+            else:
+                reply = {"error": "unknown op %r" % (op,)}
+        except Exception as exc:
+            reply = {"error": "worker: %s: %s" % (type(exc).__name__, exc), "worker_error": True}
+        _wire.write_frame(OUT_FD, reply)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""What a sandbox runs (`Job`, `Limits`) and what it returns (`RunResult`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from referee.errors import RefereeError
+
+__all__ = [
+    "Job",
+    "Limits",
+    "ProgramError",
+    "RunResult",
+    "Sandbox",
+    "SandboxError",
+    "SandboxSession",
+]
+
+
+class SandboxError(RefereeError):
+    """The sandbox itself could not run a job (could not start, broke down).
+
+    A reward turns this into ``Failure("sandbox")``: never a score, since the code was not
+    judged. What the code does to itself (crash, timeout, killing its own worker) is a result,
+    not a SandboxError.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Resource limits of one job.
+
+    Attributes:
+        cpu_seconds: CPU time of each process (RLIMIT_CPU).
+        wall_seconds: Wall-clock time of the whole job; then it is killed, children included.
+        memory_bytes: Address space of each process (RLIMIT_AS).
+        file_size_bytes: Largest file a process may write (RLIMIT_FSIZE).
+        disk_bytes: Size of the job's writable work dir and /tmp.
+        processes: Processes the job's user may have at once (RLIMIT_NPROC).
+        output_bytes: stdout and stderr kept, each; more output kills the job.
+    """
+
+    cpu_seconds: float = 10.0
+    wall_seconds: float = 10.0
+    memory_bytes: int = 1 << 30
+    file_size_bytes: int = 64 << 20
+    disk_bytes: int = 256 << 20
+    processes: int = 64
+    output_bytes: int = 1 << 20
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "cpu_seconds": self.cpu_seconds,
+            "wall_seconds": self.wall_seconds,
+            "memory_bytes": self.memory_bytes,
+            "file_size_bytes": self.file_size_bytes,
+            "processes": self.processes,
+            "output_bytes": self.output_bytes,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One program to run.
+
+    Give `source` to run Python source as ``__main__`` in a pre-forked interpreter (fast), or
+    `command` to execute a program (``["node", "main.js"]``). `files` are written to the work
+    dir first (relative paths only).
+    """
+
+    source: str | None = None
+    command: tuple[str, ...] | None = None
+    files: dict[str, str | bytes] = field(default_factory=dict)
+    stdin: bytes = b""
+    limits: Limits = field(default_factory=Limits)
+    filename: str = "main.py"
+
+    def __post_init__(self) -> None:
+        if (self.source is None) == (self.command is None):
+            raise ValueError("a Job needs exactly one of source (Python) or command")
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """What a job did.
+
+    Attributes:
+        exit_code: Its exit status, or None when it was killed by a signal.
+        signal: The signal that ended it (9 for a kill at the time limit), or None.
+        timed_out: It ran past `Limits.wall_seconds` and was killed.
+        output_limited: It wrote more than `Limits.output_bytes` and was killed.
+        stdout: Captured standard output, at most `Limits.output_bytes`.
+        stderr: Captured standard error, at most `Limits.output_bytes`.
+        stdout_truncated: stdout was cut.
+        stderr_truncated: stderr was cut.
+        wall_time: Seconds from start to end.
+    """
+
+    exit_code: int | None
+    signal: int | None
+    timed_out: bool
+    output_limited: bool
+    stdout: bytes
+    stderr: bytes
+    stdout_truncated: bool
+    stderr_truncated: bool
+    wall_time: float
+
+    @property
+    def ok(self) -> bool:
+        """It exited with status 0 on its own."""
+        return self.exit_code == 0 and not self.timed_out and not self.output_limited
+
+    def describe(self) -> str:
+        """A short account of how the job ended, for reasons."""
+        if self.timed_out:
+            return "timed out"
+        if self.output_limited:
+            return "wrote too much output"
+        if self.signal is not None:
+            return f"killed by signal {self.signal}"
+        return f"exited with status {self.exit_code}"
+
+
+@runtime_checkable
+class SandboxSession(Protocol):
+    """A Python program loaded in the sandbox whose functions the host calls."""
+
+    names: list[str]
+
+    def call(self, fn: str, args: list[Any], kwargs: dict[str, Any] | None = None) -> Any:
+        """Call `fn(*args, **kwargs)` in the sandbox; returns plain data.
+
+        Raises:
+            ProgramError: The call raised, timed out, or the program died.
+        """
+        ...
+
+    def close(self) -> RunResult:
+        """Stop the program; its output and how it ended."""
+        ...
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """Runs untrusted code."""
+
+    def run(self, job: Job) -> RunResult:
+        """Run a job to completion (blocking). Raises SandboxError if it cannot be run."""
+        ...
+
+    def session(self, job: Job, call_timeout: float | None = None) -> SandboxSession:
+        """Load a Python program (`job.source`) and keep it running to serve calls."""
+        ...
+
+    def close(self) -> None:
+        """Stop every worker."""
+        ...
+
+
+class ProgramError(Exception):
+    """A call into sandboxed code failed: it raised, timed out, or the program died."""
+
+    def __init__(self, message: str, *, dead: bool = False) -> None:
+        super().__init__(message)
+        self.dead = dead
