@@ -33,6 +33,17 @@ ISOLATED = True  # in a pid namespace of our own (bubblewrap); False: a plain ho
 IN_FD, OUT_FD = 10, 11
 
 
+def _become_subreaper():
+    """Orphans of our jobs come back to us (not to the host's init) so we reap them."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
 def _setup_channels():
     os.dup2(0, IN_FD)
     os.dup2(1, OUT_FD)
@@ -423,6 +434,7 @@ def main():
     uid = int(sys.argv[1])
     WORK = sys.argv[2]
     ISOLATED = sys.argv[3] == "1"
+    _become_subreaper()
     _setup_channels()
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     serving = None

@@ -77,6 +77,7 @@ def _bwrap_args(python: str, slot: int, root: bool, disk: int) -> list[str]:
     if not str(prefix).startswith("/usr"):
         args += ["--ro-bind", str(prefix), str(prefix)]
     args += [
+        "--perms", "0755", "--dir", "/etc",  # made by bwrap otherwise, not traversable by the job
         "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
         "--ro-bind-try", "/etc/alternatives", "/etc/alternatives",
         "--ro-bind-try", "/etc/ssl", "/etc/ssl",  # node reads its OpenSSL config at start
