@@ -23,6 +23,8 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "length": {"max_length": 10, "cache_length": 4, "unit": "chars"},
     "repetition": {"ngram_size": 2},
     "math_answer": {"pattern": r"<answer>(.*?)</answer>"},
+    "python_tests": {"timeout": 5, "scoring": "all"},
+    "io_tests": {"language": "python", "float_tol": 1e-6},
 }
 ROLLOUTS = [
     make('{"a": 1, "b": [1]}', {"a": 1, "b": [1]}),

@@ -1,5 +1,6 @@
 """The built-in rewards, one module per family. Each is also a spec type (its registered name)."""
 
+from referee.rewards.code import IoTests, PythonTests
 from referee.rewards.fields import FieldMatch, FieldRule
 from referee.rewards.json import JsonSchema, JsonValid
 from referee.rewards.length import Length, Repetition
@@ -12,10 +13,12 @@ __all__ = [
     "FieldMatch",
     "FieldRule",
     "Format",
+    "IoTests",
     "JsonSchema",
     "JsonValid",
     "Length",
     "MathAnswer",
+    "PythonTests",
     "Regex",
     "Repetition",
 ]

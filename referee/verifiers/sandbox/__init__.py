@@ -7,6 +7,7 @@ rewards of a process.
 
 from __future__ import annotations
 
+import atexit
 import threading
 from typing import Literal
 
@@ -51,3 +52,11 @@ def get_sandbox(
         if sandbox is None:
             sandbox = _shared[key] = LocalSandbox(workers=workers, isolation=isolation)
         return sandbox
+
+
+@atexit.register
+def _close_shared() -> None:
+    with _lock:
+        for sandbox in _shared.values():
+            sandbox.close()
+        _shared.clear()

@@ -7,11 +7,15 @@ whose ``__eq__`` always returns True) or any other object is refused, so what th
 compares is always a fresh builtin value it decoded itself.
 """
 
+from __future__ import annotations
+
 import base64
 import json
 import math
 import os
 import struct
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 MAX_FRAME = 64 << 20
 MAX_DEPTH = 200
@@ -22,10 +26,10 @@ class WireError(Exception):
     """A frame or value that does not follow the protocol."""
 
 
-def write_frame(fd, payload):
+def write_frame(fd: int, payload: Any) -> None:
     data = json.dumps(payload, separators=(",", ":")).encode("utf-8")
     if len(data) > MAX_FRAME:
-        raise WireError("frame of %d bytes is over the limit" % len(data))
+        raise WireError(f"frame of {len(data)} bytes is over the limit")
     buf = _HEADER.pack(len(data)) + data
     view = memoryview(buf)
     while view:
@@ -33,7 +37,7 @@ def write_frame(fd, payload):
         view = view[written:]
 
 
-def _read_exact(fd, n):
+def _read_exact(fd: int, n: int) -> bytes:
     chunks = []
     while n:
         chunk = os.read(fd, min(n, 1 << 20))
@@ -44,20 +48,20 @@ def _read_exact(fd, n):
     return b"".join(chunks)
 
 
-def read_frame(fd):
+def read_frame(fd: int) -> Any:
     (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size))
     if size > MAX_FRAME:
-        raise WireError("frame of %d bytes is over the limit" % size)
+        raise WireError(f"frame of {size} bytes is over the limit")
     try:
         return json.loads(_read_exact(fd, size).decode("utf-8"))
     except ValueError as exc:
-        raise WireError("malformed frame: %s" % exc) from None
+        raise WireError(f"malformed frame: {exc}") from None
 
 
-def encode(value, depth=0):
+def encode(value: Any, depth: int = 0) -> Any:
     """`value` as JSON-ready tagged data; WireError for anything that is not plain data."""
     if depth > MAX_DEPTH:
-        raise WireError("value nested more than %d deep" % MAX_DEPTH)
+        raise WireError(f"value nested more than {MAX_DEPTH} deep")
     kind = type(value)
     if value is None or kind is bool or kind is int or kind is str:
         return value
@@ -77,61 +81,65 @@ def encode(value, depth=0):
         return {"$b": base64.b64encode(value).decode("ascii")}
     if kind is complex:
         return {"$c": [encode(value.real), encode(value.imag)]}
-    raise WireError("a value of type %s is not plain data" % kind.__name__)
+    raise WireError(f"a value of type {kind.__name__} is not plain data")
 
 
-_TAGS = {
+_TAGS: dict[str, Callable[[Any, int], Any]] = {
     "$f": lambda v, d: float(v) if v in ("nan", "inf", "-inf") else _bad(v),
     "$t": lambda v, d: tuple(decode(x, d + 1) for x in _list(v)),
-    "$d": lambda v, d: {decode(k, d + 1): decode(x, d + 1) for k, x in (_pair(p) for p in _list(v))},
+    "$d": lambda v, d: {
+        decode(k, d + 1): decode(x, d + 1) for k, x in (_pair(p) for p in _list(v))
+    },
     "$s": lambda v, d: {decode(x, d + 1) for x in _list(v)},
     "$fs": lambda v, d: frozenset(decode(x, d + 1) for x in _list(v)),
-    "$b": lambda v, d: base64.b64decode(v.encode("ascii"), validate=True) if type(v) is str else _bad(v),
+    "$b": lambda v, d: (
+        base64.b64decode(v.encode("ascii"), validate=True) if type(v) is str else _bad(v)
+    ),
     "$c": lambda v, d: complex(*(decode(x, d + 1) for x in _list(v))),
 }
 
 
-def _bad(value):
-    raise WireError("malformed tagged value %r" % (value,))
+def _bad(value: Any) -> NoReturn:
+    raise WireError(f"malformed tagged value {value!r}")
 
 
-def _list(value):
+def _list(value: Any) -> list[Any]:
     return value if type(value) is list else _bad(value)
 
 
-def _pair(value):
+def _pair(value: Any) -> list[Any]:
     return value if type(value) is list and len(value) == 2 else _bad(value)
 
 
-def decode(value, depth=0):
+def decode(value: Any, depth: int = 0) -> Any:
     """Inverse of `encode`, building only builtin values."""
     if depth > MAX_DEPTH:
-        raise WireError("value nested more than %d deep" % MAX_DEPTH)
+        raise WireError(f"value nested more than {MAX_DEPTH} deep")
     kind = type(value)
     if value is None or kind in (bool, int, float, str):
         return value
     if kind is list:
         return [decode(v, depth + 1) for v in value]
     if kind is dict and len(value) == 1:
-        (tag, inner), = value.items()
+        ((tag, inner),) = value.items()
         handler = _TAGS.get(tag)
         if handler is not None:
             try:
                 return handler(inner, depth)
             except (TypeError, ValueError) as exc:
-                raise WireError("malformed %s value: %s" % (tag, exc)) from None
-    raise WireError("malformed value %r" % (value,))
+                raise WireError(f"malformed {tag} value: {exc}") from None
+    raise WireError(f"malformed value {value!r}")
 
 
 class Channel:
     """Frames from a file descriptor, read with a deadline (select + an internal buffer)."""
 
-    def __init__(self, fd):
+    def __init__(self, fd: int) -> None:
         self.fd = fd
         self.buf = bytearray()
         self.closed = False
 
-    def feed(self):
+    def feed(self) -> bool:
         """Read what is available now; False once the peer has closed."""
         chunk = os.read(self.fd, 1 << 20)
         if not chunk:
@@ -142,13 +150,13 @@ class Channel:
             raise WireError("peer sent more than a frame's worth of data")
         return True
 
-    def pop(self):
+    def pop(self) -> Any:
         """The next complete frame, or None."""
         if len(self.buf) < _HEADER.size:
             return None
         (size,) = _HEADER.unpack(bytes(self.buf[: _HEADER.size]))
         if size > MAX_FRAME:
-            raise WireError("frame of %d bytes is over the limit" % size)
+            raise WireError(f"frame of {size} bytes is over the limit")
         end = _HEADER.size + size
         if len(self.buf) < end:
             return None
@@ -157,4 +165,4 @@ class Channel:
         try:
             return json.loads(data.decode("utf-8"))
         except ValueError as exc:
-            raise WireError("malformed frame: %s" % exc) from None
+            raise WireError(f"malformed frame: {exc}") from None

@@ -16,6 +16,7 @@ leave a daemon behind for the next.
 """
 
 import base64
+import contextlib
 import os
 import resource
 import select
@@ -24,16 +25,20 @@ import signal
 import sys
 import time
 import traceback
+from typing import TYPE_CHECKING, Any
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves it out
-import _wire  # noqa: E402
+if TYPE_CHECKING:
+    from referee.verifiers.sandbox import _wire
+else:  # inside the sandbox referee is not importable: _wire sits beside this file
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves it out
+    import _wire
 
 WORK = "/work"  # replaced from argv
 ISOLATED = True  # in a pid namespace of our own (bubblewrap); False: a plain host process
 IN_FD, OUT_FD = 10, 11
 
 
-def _become_subreaper():
+def _become_subreaper() -> None:
     """Orphans of our jobs come back to us (not to the host's init) so we reap them."""
     try:
         import ctypes
@@ -44,7 +49,7 @@ def _become_subreaper():
         pass
 
 
-def _setup_channels():
+def _setup_channels() -> None:
     os.dup2(0, IN_FD)
     os.dup2(1, OUT_FD)
     null = os.open("/dev/null", os.O_RDWR)
@@ -53,7 +58,7 @@ def _setup_channels():
     os.close(null)
 
 
-def _kill_all_others(uid):
+def _kill_all_others(uid: int) -> None:
     """SIGKILL every process the jobs could have left behind, then reap.
 
     In our own pid namespace: every process but pid 1 and this one. As a plain host process:
@@ -67,8 +72,13 @@ def _kill_all_others(uid):
                 try:
                     os.setgid(uid)
                     os.setuid(uid)
-                    for _ in range(20):
-                        os.kill(-1, signal.SIGKILL)
+                    # Repeat until none is left: a fork in flight can outlive one kill(-1).
+                    for _ in range(400):
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(-1, signal.SIGKILL)
+                        if not _processes_of(uid, besides=os.getpid()):
+                            break
+                        time.sleep(0.005)
                 except OSError:
                     pass
                 os._exit(0)
@@ -76,10 +86,8 @@ def _kill_all_others(uid):
         _reap()
         return
     for _ in range(20):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(-1, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         _reap()
         alive = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid())]
         if not alive:
@@ -87,7 +95,26 @@ def _kill_all_others(uid):
         time.sleep(0.005)
 
 
-def _reap():
+def _processes_of(uid: int, besides: int) -> list[int]:
+    """Live (not zombie) pids of `uid`, other than `besides`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == besides:
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as fh:
+                status = fh.read()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if fields.get("State", "").strip().startswith("Z"):
+            continue
+        if int(fields.get("Uid", "-1 ").split()[0]) == uid:
+            found.append(int(entry))
+    return found
+
+
+def _reap() -> None:
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -97,36 +124,36 @@ def _reap():
             return
 
 
-def _safe_path(root, name):
+def _safe_path(root: str, name: str) -> str:
     path = os.path.normpath(os.path.join(root, name))
     if not path.startswith(root + os.sep) or os.path.isabs(name):
-        raise ValueError("file name %r leaves the work dir" % name)
+        raise ValueError(f"file name {name!r} leaves the work dir")
     return path
 
 
 class Job:
     counter = 0
 
-    def __init__(self, spec, uid):
+    def __init__(self, spec: dict[str, Any], uid: int) -> None:
         Job.counter += 1
         self.spec = spec
         self.uid = uid
         self.limits = spec["limits"]
-        self.dir = os.path.join(WORK, "job%d" % Job.counter)
-        self.pid = None
+        self.dir = os.path.join(WORK, f"job{Job.counter}")
+        self.pid: int | None = None
         self.out = bytearray()
         self.err = bytearray()
         self.out_cut = self.err_cut = False
         self.output_limited = False
         self.timed_out = False
-        self.status = None
+        self.status: int | None = None
         self.started = time.monotonic()
         self.deadline = self.started + self.limits["wall_seconds"]
-        self.resp = None
+        self.resp: _wire.Channel | None = None
 
     # -- setup ------------------------------------------------------------------------------
 
-    def prepare(self):
+    def prepare(self) -> None:
         os.mkdir(self.dir, 0o777)
         os.chmod(self.dir, 0o777)
         for name, data in self.spec.get("files", {}).items():
@@ -135,7 +162,7 @@ class Job:
             with open(path, "wb") as fh:
                 fh.write(base64.b64decode(data))
             os.chmod(path, 0o644)
-        self.stdin_path = os.path.join(WORK, ".stdin%d" % Job.counter)
+        self.stdin_path = os.path.join(WORK, f".stdin{Job.counter}")
         with open(self.stdin_path, "wb") as fh:
             fh.write(base64.b64decode(self.spec.get("stdin", "")))
         if self.uid >= 0:
@@ -144,7 +171,7 @@ class Job:
                     os.lchown(os.path.join(base, name), self.uid, self.uid)
             os.chown(self.dir, self.uid, self.uid)
 
-    def spawn(self, serve):
+    def spawn(self, serve: bool) -> None:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         req_r = req_w = resp_r = resp_w = -1
@@ -167,7 +194,7 @@ class Job:
         self.req_fd = req_w
         self.resp = _wire.Channel(resp_r) if serve else None
 
-    def _child(self, out_w, err_w, req_r, resp_w, serve):
+    def _child(self, out_w: int, err_w: int, req_r: int, resp_w: int, serve: bool) -> None:
         os.setsid()
         stdin = os.open(self.stdin_path, os.O_RDONLY)
         os.dup2(stdin, 0)
@@ -211,13 +238,13 @@ class Job:
             try:
                 os.execvpe(argv[0], argv, env)
             except OSError as exc:
-                os.write(2, ("cannot run %r: %s\n" % (argv[0], exc)).encode())
+                os.write(2, (f"cannot run {argv[0]!r}: {exc}\n").encode())
                 os._exit(127)
         _run_python(self.spec, serve)
 
     # -- waiting ----------------------------------------------------------------------------
 
-    def _drain(self, timeout):
+    def _drain(self, timeout: float) -> list[int]:
         """Read output for up to `timeout` seconds; return the fds that became readable."""
         fds = [fd for fd in (self.out_fd, self.err_fd) if fd >= 0]
         if self.resp is not None and not self.resp.closed:
@@ -250,7 +277,7 @@ class Job:
                     self.kill()
         return ready
 
-    def _reap_child(self):
+    def _reap_child(self) -> bool:
         if self.status is not None or self.pid is None:
             return True
         pid, status = os.waitpid(self.pid, os.WNOHANG)
@@ -259,7 +286,7 @@ class Job:
         self.status = status
         return True
 
-    def wait(self):
+    def wait(self) -> None:
         """Run until the job exits (and its output is drained) or its time is up."""
         exited_at = None
         while True:
@@ -279,38 +306,39 @@ class Job:
             if self.output_limited:
                 break
 
-    def kill(self):
+    def kill(self) -> None:
         if self.pid is not None and self.status is None:
-            try:
+            with contextlib.suppress(OSError):
                 os.killpg(self.pid, signal.SIGKILL)
-            except OSError:
-                pass
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(self.pid, signal.SIGKILL)
-            except OSError:
-                pass
 
-    def call(self, message):
+    def call(self, message: dict[str, Any]) -> Any:
         if self.status is not None or self.resp is None or self.resp.closed:
             return {"error": "the program is no longer running", "dead": True}
         timeout = message.get("timeout") or self.limits["wall_seconds"]
         call_deadline = min(self.deadline, time.monotonic() + timeout)
         try:
-            _wire.write_frame(self.req_fd, {"fn": message["fn"], "args": message["args"],
-                                            "kwargs": message.get("kwargs", {})})
+            _wire.write_frame(
+                self.req_fd,
+                {"fn": message["fn"], "args": message["args"], "kwargs": message.get("kwargs", {})},
+            )
         except OSError:
             self.kill()
             return {"error": "the program closed its input", "dead": True}
         return self.await_frame(call_deadline)
 
-    def await_frame(self, deadline):
+    def await_frame(self, deadline: float) -> Any:
         """The next frame from the serving job, or an error once it dies or time is up."""
+        if self.resp is None:
+            return {"error": "no program is serving", "dead": True}
+        resp = self.resp
         while True:
             try:
-                frame = self.resp.pop()
+                frame = resp.pop()
             except _wire.WireError as exc:
                 self.kill()
-                return {"error": "protocol violation: %s" % exc, "dead": True}
+                return {"error": f"protocol violation: {exc}", "dead": True}
             if frame is not None:
                 return frame
             now = time.monotonic()
@@ -321,16 +349,16 @@ class Job:
             if self.output_limited:
                 return {"error": "output limit exceeded", "dead": True}
             ready = self._drain(min(0.05, deadline - now))
-            if self.resp.fd in ready:
-                self.resp.feed()
-            if self.resp.closed or self._reap_child():
-                frame = self.resp.pop()  # a last frame may have come with the exit
+            if resp.fd in ready:
+                resp.feed()
+            if resp.closed or self._reap_child():
+                frame = resp.pop()  # a last frame may have come with the exit
                 if frame is not None:
                     return frame
                 self.kill()
                 return {"error": "the program exited", "dead": True}
 
-    def finish(self):
+    def finish(self) -> dict[str, Any]:
         if self.req_fd >= 0:
             os.close(self.req_fd)
             self.req_fd = -1
@@ -339,7 +367,7 @@ class Job:
         self.wait()
         self.kill()
         wall = time.monotonic() - self.started
-        if self.status is None:
+        if self.status is None and self.pid is not None:
             try:
                 _, self.status = os.waitpid(self.pid, 0)
             except ChildProcessError:
@@ -351,10 +379,8 @@ class Job:
         if self.resp is not None:
             os.close(self.resp.fd)
         shutil.rmtree(self.dir, ignore_errors=True)
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(self.stdin_path)
-        except OSError:
-            pass
         code = sig = None
         if self.status is not None:
             if os.WIFEXITED(self.status):
@@ -374,20 +400,31 @@ class Job:
         }
 
 
-def _run_python(spec, serve):
+def _run_python(spec: dict[str, Any], serve: bool) -> None:
     """In the job process: run Python source as __main__, or load it and serve calls."""
     import io
 
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
-    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
-                                  errors="backslashreplace", line_buffering=False)
-    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
-                                  errors="backslashreplace", line_buffering=True)
+    sys.stdout = io.TextIOWrapper(
+        io.FileIO(1, "w", closefd=False),
+        encoding="utf-8",
+        errors="backslashreplace",
+        line_buffering=False,
+    )
+    sys.stderr = io.TextIOWrapper(
+        io.FileIO(2, "w", closefd=False),
+        encoding="utf-8",
+        errors="backslashreplace",
+        line_buffering=True,
+    )
     sys.argv = [spec.get("filename", "main.py")]
     sys.path[0:0] = [os.getcwd()]
     name = "__main__" if not serve else "solution"
-    module = {"__name__": name, "__file__": os.path.join(os.getcwd(), sys.argv[0]),
-              "__builtins__": __builtins__}
+    module = {
+        "__name__": name,
+        "__file__": os.path.join(os.getcwd(), sys.argv[0]),
+        "__builtins__": __builtins__,
+    }
     code = 0
     try:
         exec(compile(spec["source"], sys.argv[0], "exec"), module)
@@ -407,7 +444,7 @@ def _run_python(spec, serve):
         os._exit(code)
 
 
-def _serve(module):
+def _serve(module: dict[str, Any]) -> None:
     names = sorted(k for k, v in module.items() if callable(v) and not k.startswith("__"))
     _wire.write_frame(4, {"loaded": names})
     while True:
@@ -418,18 +455,18 @@ def _serve(module):
         try:
             fn = module.get(request["fn"])
             if not callable(fn):
-                raise NameError("no function %r in the program" % request["fn"])
+                raise NameError("no function {!r} in the program".format(request["fn"]))
             args = _wire.decode(request["args"])
             kwargs = _wire.decode(request["kwargs"])
             result = fn(*args, **kwargs)
             reply = {"ok": _wire.encode(result)}
         except Exception as exc:
-            reply = {"error": "%s: %s" % (type(exc).__name__, str(exc)[:500])}
+            reply = {"error": f"{type(exc).__name__}: {str(exc)[:500]}"}
         sys.stdout.flush()
         _wire.write_frame(4, reply)
 
 
-def main():
+def main() -> None:
     global WORK, ISOLATED
     uid = int(sys.argv[1])
     WORK = sys.argv[2]
@@ -444,6 +481,7 @@ def main():
         except EOFError:
             return
         op = msg.get("op")
+        reply: dict[str, Any]
         try:
             if op == "ping":
                 reply = {"pong": os.getpid()}
@@ -464,9 +502,9 @@ def main():
                 reply = serving.finish() if serving else {"error": "no program"}
                 serving = None
             else:
-                reply = {"error": "unknown op %r" % (op,)}
+                reply = {"error": f"unknown op {op!r}"}
         except Exception as exc:
-            reply = {"error": "worker: %s: %s" % (type(exc).__name__, exc), "worker_error": True}
+            reply = {"error": f"worker: {type(exc).__name__}: {exc}", "worker_error": True}
         _wire.write_frame(OUT_FD, reply)
 
 

@@ -129,6 +129,11 @@ class SandboxSession(Protocol):
 
     names: list[str]
 
+    @property
+    def dead(self) -> str | None:
+        """Why the program is no longer running, or None while it is."""
+        ...
+
     def call(self, fn: str, args: list[Any], kwargs: dict[str, Any] | None = None) -> Any:
         """Call `fn(*args, **kwargs)` in the sandbox; returns plain data.
 

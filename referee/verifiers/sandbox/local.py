@@ -55,8 +55,11 @@ def _default_python() -> str:
 
 def _system_args(root: bool) -> list[str]:
     """Namespaces and the read-only system: what every sandbox (and the probe) needs."""
+    # No --die-with-parent: its PR_SET_PDEATHSIG fires when the *thread* that started bwrap
+    # ends (an asyncio.to_thread worker), not the process. A zygote exits when its channel
+    # closes instead, so a worker outlives a dead host by at most one job's wall time.
     args = [
-        "bwrap", "--die-with-parent", "--new-session",
+        "bwrap", "--new-session",
         "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
         "--ro-bind", "/usr", "/usr",
     ]  # fmt: skip
@@ -121,14 +124,15 @@ class _Worker:
 
     def __init__(self, argv: list[str], slot: int) -> None:
         self.slot = slot
-        self.log = tempfile.TemporaryFile()
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
         try:
             self.proc = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, close_fds=True
             )
         except OSError as exc:
             raise SandboxError(f"cannot start the sandbox worker: {exc}") from None
-        assert self.proc.stdin is not None and self.proc.stdout is not None  # PIPE given above
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
         self.out = _wire.Channel(self.proc.stdout.fileno())
         self.in_fd = self.proc.stdin.fileno()
         try:
@@ -391,7 +395,11 @@ class _Session:
         if self._dead is not None:
             raise ProgramError(self._dead, dead=True)
         try:
-            payload = {"fn": fn, "args": _wire.encode(list(args)), "kwargs": _wire.encode(kwargs or {})}
+            payload = {
+                "fn": fn,
+                "args": _wire.encode(list(args)),
+                "kwargs": _wire.encode(kwargs or {}),
+            }
         except _wire.WireError as exc:
             raise ProgramError(f"cannot send the arguments: {exc}") from None
         reply = self._request({"op": "call", **payload, "timeout": self._call_timeout})
@@ -409,7 +417,11 @@ class _Session:
             reply = self._request({"op": "finish"})
             if self._worker is not None:
                 self._release(broken=False)
-            self._result = _result(reply) if "exit_code" in reply else _worker_died(self._started, str(reply.get("error")))
+            self._result = (
+                _result(reply)
+                if "exit_code" in reply
+                else _worker_died(self._started, str(reply.get("error")))
+            )
         return self._result
 
     def __enter__(self) -> _Session:

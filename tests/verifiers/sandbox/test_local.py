@@ -3,6 +3,7 @@ left as it was (no process of a sandbox uid survives the job)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -29,7 +30,9 @@ def run(sandbox: LocalSandbox, source: str, **kw: object) -> object:
 
 
 def test_runs_python_and_captures_output(sandbox: LocalSandbox) -> None:
-    r = sandbox.run(Job(source="import sys\nprint(input()[::-1])\nprint('e', file=sys.stderr)", stdin=b"abc\n"))
+    r = sandbox.run(
+        Job(source="import sys\nprint(input()[::-1])\nprint('e', file=sys.stderr)", stdin=b"abc\n")
+    )
     assert r.ok and r.stdout == b"cba\n" and r.stderr == b"e\n"
 
 
@@ -40,7 +43,9 @@ def test_exit_codes_and_exceptions(sandbox: LocalSandbox) -> None:
 
 
 def test_runs_commands_and_files(sandbox: LocalSandbox) -> None:
-    r = sandbox.run(Job(command=("bash", "run.sh"), files={"run.sh": "cat data/x.txt\n", "data/x.txt": "hello"}))
+    r = sandbox.run(
+        Job(command=("bash", "run.sh"), files={"run.sh": "cat data/x.txt\n", "data/x.txt": "hello"})
+    )
     assert r.ok and r.stdout == b"hello"
 
 
@@ -57,14 +62,17 @@ def test_cpu_limit_kills(sandbox: LocalSandbox) -> None:
 
 
 def test_fork_bomb_is_contained(sandbox: LocalSandbox) -> None:
-    r = run(sandbox, """
+    r = run(
+        sandbox,
+        """
         import os
         while True:
             try:
                 os.fork()
             except OSError:
                 pass
-    """)
+    """,
+    )
     assert not r.ok  # type: ignore[attr-defined]
     assert sandbox.run(Job(source="print('still works')")).stdout == b"still works\n"
 
@@ -75,23 +83,29 @@ def test_huge_allocation_fails(sandbox: LocalSandbox) -> None:
 
 
 def test_huge_file_is_stopped(sandbox: LocalSandbox) -> None:
-    r = run(sandbox, """
+    r = run(
+        sandbox,
+        """
         with open("big", "wb") as f:
             for _ in range(1024):
                 f.write(b"x" * (1 << 20))
         print("wrote 1 GB")
-    """)
+    """,
+    )
     assert not r.ok and b"wrote 1 GB" not in r.stdout  # type: ignore[attr-defined]
 
 
 def test_stdout_flood_is_cut_and_stopped(sandbox: LocalSandbox) -> None:
     start = time.monotonic()
-    r = run(sandbox, """
+    r = run(
+        sandbox,
+        """
         import sys
         chunk = "y" * (1 << 20)
         for _ in range(1024):
             sys.stdout.write(chunk)
-    """)
+    """,
+    )
     assert r.output_limited and r.stdout_truncated  # type: ignore[attr-defined]
     assert len(r.stdout) == FAST.output_bytes  # type: ignore[attr-defined]
     assert time.monotonic() - start < 10
@@ -101,19 +115,24 @@ def test_stdout_flood_is_cut_and_stopped(sandbox: LocalSandbox) -> None:
     "target",
     ["/etc/shadow", "HOME_SECRET", "PLANTED"],
 )
-def test_cannot_read_files_outside_the_work_dir(sandbox: LocalSandbox, tmp_path: Path, target: str) -> None:
+def test_cannot_read_files_outside_the_work_dir(
+    sandbox: LocalSandbox, tmp_path: Path, target: str
+) -> None:
     planted = tmp_path / "secret.txt"
     planted.write_text("TOPSECRET")
     home_secret = Path.home() / ".referee-test-secret"
     home_secret.write_text("TOPSECRET")
     try:
         path = {"HOME_SECRET": str(home_secret), "PLANTED": str(planted)}.get(target, target)
-        r = run(sandbox, f"""
+        r = run(
+            sandbox,
+            f"""
             try:
                 print(open({path!r}).read())
             except OSError as exc:
                 print("blocked", type(exc).__name__)
-        """)
+        """,
+        )
     finally:
         home_secret.unlink()
     assert b"TOPSECRET" not in r.stdout and r.stdout.startswith(b"blocked")  # type: ignore[attr-defined]
@@ -128,21 +147,22 @@ def test_cannot_reach_a_loopback_server(sandbox: LocalSandbox) -> None:
     server.settimeout(1)
 
     def accept() -> None:
-        try:
+        with contextlib.suppress(OSError):
             accepted.append(server.accept())
-        except OSError:
-            pass
 
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
-    r = run(sandbox, f"""
+    r = run(
+        sandbox,
+        f"""
         import socket
         try:
             socket.create_connection(("127.0.0.1", {port}), timeout=2)
             print("connected")
         except OSError as exc:
             print("blocked", exc)
-    """)
+    """,
+    )
     thread.join()
     server.close()
     assert r.stdout.startswith(b"blocked") and not accepted  # type: ignore[attr-defined]
@@ -151,14 +171,17 @@ def test_cannot_reach_a_loopback_server(sandbox: LocalSandbox) -> None:
 def test_cannot_signal_a_host_process(sandbox: LocalSandbox) -> None:
     victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        r = run(sandbox, f"""
+        r = run(
+            sandbox,
+            f"""
             import os, signal
             try:
                 os.kill({victim.pid}, signal.SIGKILL)
                 print("sent")
             except OSError as exc:
                 print("blocked", type(exc).__name__)
-        """)
+        """,
+        )
         time.sleep(0.2)
         assert victim.poll() is None  # still alive
         assert r.stdout.startswith(b"blocked")  # type: ignore[attr-defined]
@@ -170,7 +193,9 @@ def test_cannot_signal_a_host_process(sandbox: LocalSandbox) -> None:
 def test_detached_process_does_not_outlive_the_job(sandbox: LocalSandbox, tmp_path: Path) -> None:
     marker = tmp_path / "marker"
     os.chmod(tmp_path, 0o777)
-    r = run(sandbox, f"""
+    r = run(
+        sandbox,
+        f"""
         import os, time
         if os.fork() == 0:
             os.setsid()
@@ -184,7 +209,8 @@ def test_detached_process_does_not_outlive_the_job(sandbox: LocalSandbox, tmp_pa
                 os._exit(0)
             os._exit(0)
         print("parent done")
-    """)
+    """,
+    )
     assert r.stdout == b"parent done\n"  # type: ignore[attr-defined]
     time.sleep(2.0)
     assert not marker.exists()
@@ -206,19 +232,26 @@ def test_session_refuses_objects_that_are_not_plain_data(sandbox: LocalSandbox) 
         def f():
             return Always(1)
     """)
-    with sandbox.session(Job(source=source, limits=FAST)) as s, pytest.raises(ProgramError, match="not plain data"):
+    with (
+        sandbox.session(Job(source=source, limits=FAST)) as s,
+        pytest.raises(ProgramError, match="not plain data"),
+    ):
         s.call("f", [])
 
 
 def test_session_survives_nothing_after_exit(sandbox: LocalSandbox) -> None:
-    with sandbox.session(Job(source="import sys\nsys.exit(0)\ndef f(): return 1\n", limits=FAST)) as s:
+    with sandbox.session(
+        Job(source="import sys\nsys.exit(0)\ndef f(): return 1\n", limits=FAST)
+    ) as s:
         assert s.dead is not None
         with pytest.raises(ProgramError):
             s.call("f", [])
 
 
 def test_session_call_timeout(sandbox: LocalSandbox) -> None:
-    with sandbox.session(Job(source="def f():\n    while True: pass\n", limits=FAST), call_timeout=0.5) as s:
+    with sandbox.session(
+        Job(source="def f():\n    while True: pass\n", limits=FAST), call_timeout=0.5
+    ) as s:
         with pytest.raises(ProgramError, match="timed out"):
             s.call("f", [])
         with pytest.raises(ProgramError):

@@ -1,0 +1,407 @@
+"""Unit-test rewards: generated code run in the sandbox, graded outside it.
+
+- `python_tests` (HumanEval / MBPP style): the dataset's test code runs in *this* process, and
+  the function under test is a proxy whose calls run in the sandbox and return plain data.
+  Expected values never enter the sandbox and the comparison happens here, on fresh builtin
+  values, so ``sys.exit(0)``, a printed "PASSED", an object whose ``__eq__`` is always True, a
+  patched ``unittest`` or assert machinery, or reading the tests from disk or a caller's frame
+  earn nothing: the tests and the expected values are simply not there.
+- `io_tests`: each case's stdin is fed to the program in the sandbox; its stdout comes back
+  and is compared here.
+
+The test code comes from the dataset and is trusted; it must never be model-generated. A
+failing case, a timeout or a crash scores 0 for that case; a sandbox that cannot start is a
+``sandbox`` Failure (no score), never 0.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import json
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from referee.errors import NotApplicable, RewardError
+from referee.registry import register
+from referee.reward import AsyncReward
+from referee.rewards._common import short
+from referee.rollout import Rollout
+from referee.score import Score
+from referee.verifiers.sandbox import (
+    Isolation,
+    Job,
+    Limits,
+    ProgramError,
+    Sandbox,
+    SandboxError,
+    get_sandbox,
+)
+
+__all__ = ["IoTests", "PythonTests", "extract_code"]
+
+Scoring = Literal["fraction", "all"]
+"""``fraction``: the share of test cases passed. ``all``: 1.0 only when every case passes."""
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
+_LANGS = {
+    "python": {"python", "py", "python3", ""},
+    "javascript": {"javascript", "js", "node", ""},
+    "bash": {"bash", "sh", "shell", ""},
+}
+
+
+class _SandboxFailure(RewardError):
+    failure_type = "sandbox"
+
+
+def extract_code(text: str, language: str = "python") -> str:
+    """The code in a completion: the last fenced block in `language` (or untagged), else all."""
+    blocks = [body for lang, body in _FENCE.findall(text) if lang.lower() in _LANGS[language]]
+    return blocks[-1] if blocks else text
+
+
+def _limits(timeout: float, memory_mb: int) -> Limits:
+    return Limits(wall_seconds=timeout, cpu_seconds=timeout, memory_bytes=memory_mb << 20)
+
+
+# --- python_tests --------------------------------------------------------------------------
+
+
+class _RecordAsserts(ast.NodeTransformer):
+    """``assert X`` becomes ``__referee_assert__(lambda: X, line)``: every assert is a case."""
+
+    def visit_Assert(self, node: ast.Assert) -> ast.AST:
+        lam = ast.Lambda(
+            args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
+            body=node.test,
+        )
+        call = ast.Call(
+            func=ast.Name("__referee_assert__", ast.Load()),
+            args=[lam, ast.Constant(node.lineno)],
+            keywords=[],
+        )
+        return ast.copy_location(ast.Expr(call), node)
+
+
+@dataclass
+class _Cases:
+    passed: int = 0
+    total: int = 0
+    failures: list[str] = field(default_factory=list)
+
+    def check(self, test: Callable[[], object], line: int) -> None:
+        self.total += 1
+        try:
+            ok = bool(test())
+            why = "assertion failed"
+        except ProgramError as exc:
+            ok, why = False, str(exc)
+        except Exception as exc:  # the dataset's own check raised on the returned value
+            ok, why = False, f"{type(exc).__name__}: {exc}"
+        if ok:
+            self.passed += 1
+        elif len(self.failures) < 5:
+            self.failures.append(f"line {line}: {why[:200]}")
+
+
+class _Remote:
+    """A function of the sandboxed program, callable from the test code."""
+
+    def __init__(self, session: Any, name: str) -> None:
+        self._session = session
+        self.__name__ = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._session.call(self.__name__, list(args), kwargs)
+
+
+def _compile_test(test: str) -> Any:
+    try:
+        tree = ast.parse(test, "<test>")
+    except SyntaxError as exc:
+        raise NotApplicable(f"the reference test code does not parse: {exc}") from None
+    return compile(ast.fix_missing_locations(_RecordAsserts().visit(tree)), "<test>", "exec")
+
+
+@register("python_tests")
+@dataclass(kw_only=True)
+class PythonTests(AsyncReward):
+    """HumanEval/MBPP-style tests against the completion's code, graded outside the sandbox.
+
+    ``rollout.reference`` is ``{"test": code, "entry_point": name}``, optionally with
+    ``"prompt"`` (code that the completion continues, as in HumanEval). The test code either
+    defines ``check(candidate)`` or asserts on the entry point by name; every assert it runs is
+    one case.
+
+    Attributes:
+        scoring: ``fraction`` of cases passed, or ``all`` (1.0 only if every case passes).
+        timeout: Seconds the program may live (loading plus every call).
+        call_timeout: Seconds one call may take.
+        memory_mb: Address-space limit of the program.
+        isolation: The local sandbox's isolation (`Isolation`).
+        workers: Sandbox workers (jobs at once); default: CPU count.
+    """
+
+    scoring: Scoring = "fraction"
+    timeout: float = 10.0
+    call_timeout: float = 5.0
+    memory_mb: int = 1024
+    isolation: Isolation = "auto"
+    workers: int | None = None
+    name: str = "python_tests"
+
+    def __post_init__(self) -> None:
+        if self.timeout <= 0 or self.call_timeout <= 0:
+            raise ValueError("timeout and call_timeout must be positive")
+
+    def _sandbox(self) -> Sandbox:
+        try:
+            return get_sandbox(workers=self.workers, isolation=self.isolation)
+        except SandboxError as exc:
+            raise _SandboxFailure(str(exc)) from None
+
+    async def evaluate(self, rollout: Rollout) -> Score:
+        return await asyncio.to_thread(self.grade, rollout)
+
+    def grade(self, rollout: Rollout) -> Score:
+        """Score one rollout, blocking (what `evaluate` runs in a thread)."""
+        ref = rollout.reference
+        test_code = ref.get("test") if isinstance(ref, dict) else None
+        if not isinstance(ref, dict) or not isinstance(test_code, str):
+            raise NotApplicable(
+                f'python_tests needs a reference {{"test", "entry_point"}}, got {short(ref)}'
+            )
+        entry = ref.get("entry_point")
+        if not isinstance(entry, str) or not entry.isidentifier():
+            raise NotApplicable(
+                f"reference entry_point must be a function name, got {short(entry)}"
+            )
+        code = extract_code(rollout.completion_text)
+        raw_prompt = ref.get("prompt")
+        prompt = raw_prompt if isinstance(raw_prompt, str) else None
+        if prompt and not re.search(rf"^\s*def\s+{re.escape(entry)}\s*\(", code, re.MULTILINE):
+            code = prompt + code  # a HumanEval completion continues the prompt's signature
+        test = _compile_test(test_code)
+        sandbox = self._sandbox()
+        limits = _limits(self.timeout, self.memory_mb)
+        try:
+            session = sandbox.session(
+                Job(source=code, limits=limits, filename="solution.py"), self.call_timeout
+            )
+        except SandboxError as exc:
+            raise _SandboxFailure(str(exc)) from None
+        try:
+            cases, aborted = self._run_tests(session, test, entry, prompt)
+        except SandboxError as exc:
+            raise _SandboxFailure(str(exc)) from None
+        finally:
+            try:
+                outcome = session.close()
+            except SandboxError as exc:
+                raise _SandboxFailure(str(exc)) from None
+        return self._score(cases, aborted, session.dead, outcome.stderr)
+
+    def _run_tests(
+        self, session: Any, test: Any, entry: str, prompt: str | None
+    ) -> tuple[_Cases, str | None]:
+        cases = _Cases()
+        namespace: dict[str, Any] = {"__name__": "__referee_test__"}
+        if prompt:
+            try:  # the prompt's own helpers (trusted dataset code) stay the dataset's
+                exec(compile(prompt, "<prompt>", "exec"), namespace)
+            except Exception as exc:
+                raise NotApplicable(f"the reference prompt does not run: {exc}") from None
+        for name in session.names:
+            if name not in namespace or name == entry:
+                namespace[name] = _Remote(session, name)
+        if entry not in namespace or not isinstance(namespace[entry], _Remote):
+            namespace[entry] = _Remote(session, entry)
+        namespace["candidate"] = namespace[entry]
+        namespace["__referee_assert__"] = cases.check
+        aborted = None
+        try:
+            exec(test, namespace)
+            check = namespace.get("check")
+            if callable(check) and not isinstance(check, _Remote):
+                check(namespace[entry])
+        except ProgramError as exc:
+            aborted = str(exc)
+        except Exception as exc:
+            aborted = f"{type(exc).__name__}: {exc}"
+        return cases, aborted
+
+    def _score(self, cases: _Cases, aborted: str | None, dead: str | None, stderr: bytes) -> Score:
+        total = cases.total + (1 if aborted else 0)  # a test that stopped early failed a case
+        if total == 0:
+            raise NotApplicable("the test code ran no assert: nothing to grade")
+        if self.scoring == "all":
+            value = 1.0 if cases.passed == total else 0.0
+        else:
+            value = cases.passed / total
+        notes = [f"{cases.passed}/{total} cases passed"]
+        if dead:
+            notes.append(f"program: {dead}")
+        if aborted:
+            notes.append(f"tests stopped: {aborted[:200]}")
+        notes += cases.failures
+        if value < 1.0 and stderr:
+            tail = stderr.decode(errors="replace").strip().splitlines()[-1:]
+            notes += [f"stderr: {line[:200]}" for line in tail]
+        return Score(
+            value=value,
+            components={"passed": float(cases.passed), "cases": float(total)},
+            reason="; ".join(notes),
+        )
+
+
+# --- io_tests ------------------------------------------------------------------------------
+
+
+def _cases_of(ref: Any) -> list[tuple[str, str]]:
+    if isinstance(ref, dict) and isinstance(ref.get("input_output"), str):
+        ref = ref["input_output"]
+    if isinstance(ref, str):
+        try:
+            ref = json.loads(ref)
+        except ValueError:
+            raise NotApplicable("io_tests reference is a string but not JSON") from None
+    if isinstance(ref, dict) and isinstance(ref.get("cases"), list):
+        pairs = [(c.get("stdin", ""), c.get("stdout")) for c in ref["cases"] if isinstance(c, dict)]
+    elif (
+        isinstance(ref, dict)
+        and isinstance(ref.get("inputs"), list)
+        and isinstance(ref.get("outputs"), list)
+    ):
+        if len(ref["inputs"]) != len(ref["outputs"]):
+            raise NotApplicable("io_tests reference has different numbers of inputs and outputs")
+        pairs = list(zip(ref["inputs"], ref["outputs"], strict=True))
+    else:
+        raise NotApplicable(
+            'io_tests needs {"cases": [{"stdin", "stdout"}]} or {"inputs": [...], "outputs": [...]}'
+        )
+    out = []
+    for stdin, stdout in pairs:
+        if isinstance(stdin, list):
+            stdin = "\n".join(map(str, stdin))
+        if isinstance(stdout, list):
+            stdout = "\n".join(map(str, stdout))
+        if not isinstance(stdin, str) or not isinstance(stdout, str):
+            raise NotApplicable(f"io_tests case is not text: {short((stdin, stdout))}")
+        out.append((stdin, stdout))
+    if not out:
+        raise NotApplicable("io_tests reference has no case")
+    return out
+
+
+def _lines(text: str) -> list[list[str]]:
+    """Whitespace-separated tokens per line, blank lines at the start and end dropped."""
+    lines = [line.split() for line in text.splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    while lines and not lines[0]:
+        lines.pop(0)
+    return lines
+
+
+def _same_output(got: str, want: str, float_tol: float | None) -> bool:
+    """Equal line by line and token by token (whitespace normalised); numbers within
+    `float_tol` when given."""
+    g, w = _lines(got), _lines(want)
+    if g == w:
+        return True
+    if float_tol is None or len(g) != len(w):
+        return False
+    for gt, wt in zip(g, w, strict=True):
+        if len(gt) != len(wt):
+            return False
+        for a, b in zip(gt, wt, strict=True):
+            if a == b:
+                continue
+            try:
+                if not math.isclose(float(a), float(b), rel_tol=float_tol, abs_tol=float_tol):
+                    return False
+            except ValueError:
+                return False
+    return True
+
+
+@register("io_tests")
+@dataclass(kw_only=True)
+class IoTests(AsyncReward):
+    """Stdin/stdout cases: each case's input is fed to the program, its output compared here.
+
+    ``rollout.reference`` is ``{"cases": [{"stdin", "stdout"}]}``, or ``{"inputs": [...],
+    "outputs": [...]}`` as verl's and APPS-style datasets write it (also as a JSON string, or
+    under ``input_output``).
+
+    Attributes:
+        language: The program's language.
+        scoring: ``fraction`` of cases passed, or ``all``.
+        float_tol: Compare numeric tokens within this tolerance (else exact text).
+        timeout: Seconds per case.
+        memory_mb: Address-space limit of the program.
+        stop_on_failure: Stop at the first failing case (with ``scoring: all`` the rest cannot
+            change the score).
+        isolation: The local sandbox's isolation.
+        workers: Sandbox workers; default: CPU count.
+    """
+
+    language: Literal["python", "javascript", "bash"] = "python"
+    scoring: Scoring = "fraction"
+    float_tol: float | None = None
+    timeout: float = 5.0
+    memory_mb: int = 1024
+    stop_on_failure: bool = False
+    isolation: Isolation = "auto"
+    workers: int | None = None
+    name: str = "io_tests"
+
+    def _job(self, code: str, stdin: str) -> Job:
+        limits = _limits(self.timeout, self.memory_mb)
+        data = stdin.encode()
+        if self.language == "python":
+            return Job(source=code, stdin=data, limits=limits)
+        if self.language == "javascript":
+            return Job(
+                command=("node", "main.js"), files={"main.js": code}, stdin=data, limits=limits
+            )
+        return Job(command=("bash", "main.sh"), files={"main.sh": code}, stdin=data, limits=limits)
+
+    async def evaluate(self, rollout: Rollout) -> Score:
+        return await asyncio.to_thread(self.grade, rollout)
+
+    def grade(self, rollout: Rollout) -> Score:
+        """Score one rollout, blocking (what `evaluate` runs in a thread)."""
+        cases = _cases_of(rollout.reference)
+        code = extract_code(rollout.completion_text, self.language)
+        try:
+            sandbox = get_sandbox(workers=self.workers, isolation=self.isolation)
+        except SandboxError as exc:
+            raise _SandboxFailure(str(exc)) from None
+        passed = 0
+        notes: list[str] = []
+        stop = self.stop_on_failure or self.scoring == "all"
+        for i, (stdin, want) in enumerate(cases):
+            try:
+                result = sandbox.run(self._job(code, stdin))
+            except SandboxError as exc:
+                raise _SandboxFailure(str(exc)) from None
+            got = result.stdout.decode(errors="replace")
+            if result.ok and _same_output(got, want, self.float_tol):
+                passed += 1
+                continue
+            if len(notes) < 5:
+                why = result.describe() if not result.ok else f"output {short(got.strip(), 40)}"
+                notes.append(f"case {i + 1}: {why}")
+            if stop:
+                break
+        value = passed / len(cases) if self.scoring == "fraction" else float(passed == len(cases))
+        return Score(
+            value=value,
+            components={"passed": float(passed), "cases": float(len(cases))},
+            reason="; ".join([f"{passed}/{len(cases)} cases passed", *notes]),
+        )

@@ -1,0 +1,240 @@
+"""Unit-test rewards, with the real local sandbox."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import threading
+from typing import Any
+
+import pytest
+
+import referee
+from referee.rewards import IoTests, PythonTests
+from referee.rewards import code as code_module
+from referee.verifiers.sandbox import LocalSandbox
+from tests.conftest import make
+
+ADD_TEST = textwrap.dedent("""
+    def check(candidate):
+        assert candidate(1, 2) == 3
+        assert candidate(2, 2) == 4
+        assert candidate(-1, 1) == 0
+        assert candidate(10, 5) == 15
+""")
+ADD = {"test": ADD_TEST, "entry_point": "add"}
+
+
+def grade(completion: str, reference: Any = ADD, **options: Any) -> referee.Score:
+    return referee.score(
+        PythonTests(timeout=5, call_timeout=2, **options), [make(completion, reference)]
+    )[0]
+
+
+@pytest.mark.parametrize(
+    ("completion", "value"),
+    [
+        ("```python\ndef add(a, b):\n    return a + b\n```", 1.0),  # fenced
+        ("def add(a, b):\n    return a + b\n", 1.0),  # bare code
+        (
+            "Here:\n```py\ndef add(a, b):\n    return a - b\n```\n"
+            "Better:\n```python\ndef add(a, b):\n    return a + b\n```",
+            1.0,
+        ),  # last block
+        ("def add(a, b):\n    return 3\n", 0.25),  # one case of four
+        ("def add(a, b):\n    return a * b\n", 0.25),  # 2*2 == 4 only
+        ("def add(a, b):\n    raise ValueError('no')\n", 0.0),  # raising fails each case
+        (
+            "def add(a, b):\n    while True: pass\n",
+            0.0,
+        ),  # a hang: the first call times out, the rest fail
+        ("def add(a, b) return", 0.0),  # syntax error: nothing loads
+        ("", 0.0),
+    ],
+)
+def test_python_tests_fraction(completion: str, value: float) -> None:
+    s = grade(completion)
+    assert s.value == value, s.reason
+    assert s.components["cases"] == 4.0
+
+
+def test_all_or_nothing() -> None:
+    assert grade("def add(a, b):\n    return 3\n", scoring="all").value == 0.0
+    assert grade("def add(a, b):\n    return a + b\n", scoring="all").value == 1.0
+
+
+# Each of these must earn 0: the verdict is computed outside the sandbox, from plain data.
+FORGERIES = {
+    "sys.exit(0) before the tests": "import sys\nsys.exit(0)\ndef add(a, b):\n    return a + b\n",
+    "print PASSED then os._exit(0)": "import os\nprint('PASSED' * 4)\nos._exit(0)\n",
+    "__eq__ always True": textwrap.dedent("""
+        class Yes:
+            def __eq__(self, other):
+                return True
+        def add(a, b):
+            return Yes()
+    """),
+    "int subclass with __eq__ always True": textwrap.dedent("""
+        class Yes(int):
+            def __eq__(self, other):
+                return True
+            __hash__ = int.__hash__
+        def add(a, b):
+            return Yes(0)
+    """),
+    "monkeypatched unittest and assert machinery": textwrap.dedent("""
+        import builtins, unittest
+        unittest.TestCase.assertEqual = lambda *a, **k: None
+        builtins.AssertionError = type("Never", (Exception,), {})
+        def add(a, b):
+            return -999
+    """),
+    "expected values read from disk": textwrap.dedent("""
+        import os, re
+        def add(a, b):
+            for base in ("/", "/work", "/tmp", os.getcwd()):
+                for root, dirs, files in os.walk(base):
+                    for name in files:
+                        try:
+                            text = open(os.path.join(root, name), errors="ignore").read()
+                        except OSError:
+                            continue
+                        m = re.search(r"candidate\\(%d, %d\\) == (-?\\d+)" % (a, b), text)
+                        if m:
+                            return int(m.group(1))
+            return None
+    """),
+    "expected values from the caller's frame": textwrap.dedent("""
+        import sys
+        def add(a, b):
+            frame = sys._getframe(1)
+            while frame is not None:
+                for value in list(frame.f_locals.values()):
+                    if isinstance(value, str) and "assert candidate" in value:
+                        return value
+                frame = frame.f_back
+            return None
+    """),
+}
+
+
+@pytest.mark.parametrize("label", sorted(FORGERIES))
+def test_forgeries_earn_nothing(label: str) -> None:
+    s = grade(FORGERIES[label])
+    assert s.value == 0.0, s.reason
+    assert s.failure is None  # a score of 0, not a Failure that a trainer would mask
+
+
+def test_humaneval_style_prompt_and_helpers() -> None:
+    # The completion continues the prompt; the test uses a helper from the prompt, which stays
+    # the dataset's own even if the completion redefines it.
+    prompt = 'def helper(x):\n    return x * 10\n\ndef f(x):\n    """x * 10 + 1"""\n'
+    test = "def check(candidate):\n    assert candidate(2) == helper(2) + 1\n"
+    ref = {"prompt": prompt, "test": test, "entry_point": "f"}
+    assert grade("    return helper(x) + 1\n", ref).value == 1.0
+    cheat = "    return 1\n\ndef helper(x):\n    return 0\n"
+    assert grade(cheat, ref).value == 0.0
+
+
+def test_mbpp_style_top_level_asserts() -> None:
+    ref = {"test": "assert double(2) == 4\nassert double(0) == 0\n", "entry_point": "double"}
+    assert grade("def double(x):\n    return 2 * x\n", ref).value == 1.0
+    assert grade("def double(x):\n    return 4\n", ref).value == 0.5
+
+
+def test_loops_count_each_assert() -> None:
+    ref = {
+        "test": "def check(c):\n    for i in range(10):\n        assert c(i) == i * i\n",
+        "entry_point": "sq",
+    }
+    assert grade("def sq(x):\n    return x * x if x < 5 else 0\n", ref).value == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(
+    "reference",
+    [
+        None,
+        {"test": "assert True"},  # no entry_point
+        {"test": "def check(:", "entry_point": "f"},  # the dataset's test does not parse
+        {"test": "x = 1", "entry_point": "f"},  # no assert: nothing to grade
+    ],
+)
+def test_bad_references_are_not_applicable(reference: Any) -> None:
+    s = grade("def f(): pass", reference)
+    assert s.value is None and s.failure is not None and s.failure.type == "not_applicable"
+
+
+def test_sandbox_that_cannot_start_is_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = LocalSandbox(workers=1, isolation="process", python="/nonexistent/python3")
+    monkeypatch.setattr(code_module, "get_sandbox", lambda **kw: broken)
+    s = grade("def add(a, b):\n    return a + b\n")
+    assert s.value is None and s.failure is not None and s.failure.type == "sandbox"
+    io = referee.score(IoTests(), [make("print(1)", {"cases": [{"stdin": "", "stdout": "1"}]})])[0]
+    assert io.value is None and io.failure is not None and io.failure.type == "sandbox"
+
+
+def test_workers_survive_the_thread_that_started_them() -> None:
+    # bwrap's --die-with-parent would kill a worker when the creating thread ends.
+    thread = threading.Thread(target=lambda: grade("def add(a, b):\n    return a + b\n"))
+    thread.start()
+    thread.join()
+    for _ in range(4):
+        assert grade("def add(a, b):\n    return a + b\n").value == 1.0
+
+
+# --- io_tests ------------------------------------------------------------------------------
+
+SUM = "a, b = map(int, input().split())\nprint(a + b)\n"
+
+
+@pytest.mark.parametrize(
+    "reference",
+    [
+        {"cases": [{"stdin": "1 2\n", "stdout": "3\n"}, {"stdin": "5 5", "stdout": "10"}]},
+        {"inputs": ["1 2\n", "5 5\n"], "outputs": ["3\n", "10\n"]},  # verl / APPS shape
+        json.dumps({"inputs": ["1 2\n", "5 5\n"], "outputs": ["3", "10"]}),  # as a JSON string
+        {"input_output": json.dumps({"inputs": ["1 2"], "outputs": ["3"]})},
+    ],
+)
+def test_io_reference_shapes(reference: Any) -> None:
+    assert referee.score(IoTests(), [make(SUM, reference)])[0].value == 1.0
+
+
+@pytest.mark.parametrize(
+    ("options", "completion", "expected", "value"),
+    [
+        ({}, "print('3   ')\nprint()\n", "3", 1.0),  # trailing whitespace and blank lines
+        ({}, "print(' 3  4')", "3 4", 1.0),  # whitespace between tokens is normalised
+        ({}, "print('34')", "3 4", 0.0),  # but tokens are not merged
+        ({}, "print(3)\nprint(4)", "3 4", 0.0),  # nor lines
+        ({}, "print(0.3333)", "0.333333", 0.0),
+        ({"float_tol": 1e-3}, "print(0.3333)", "0.333333", 1.0),
+        ({"float_tol": 1e-3}, "print('x 0.3333')", "x 0.333333", 1.0),
+        ({"language": "javascript"}, "console.log(3)", "3", 1.0),
+        ({"language": "bash"}, "echo 3", "3", 1.0),
+        ({"timeout": 1}, "while True: pass", "3", 0.0),
+        ({}, "import sys\nprint(3)\nsys.exit(1)", "3", 0.0),  # right output, failing exit status
+    ],
+)
+def test_io_comparison(
+    options: dict[str, Any], completion: str, expected: str, value: float
+) -> None:
+    reference = {"cases": [{"stdin": "", "stdout": expected}]}
+    s = referee.score(IoTests(**options), [make(completion, reference)])[0]
+    assert s.value == value, s.reason
+
+
+def test_io_fraction_and_all() -> None:
+    reference = {"inputs": ["1 2", "2 2", "3 3"], "outputs": ["3", "4", "7"]}
+    wrong_one = "a, b = map(int, input().split())\nprint(a + b if a != 3 else 0)\n"
+    assert referee.score(IoTests(), [make(wrong_one, reference)])[0].value == pytest.approx(2 / 3)
+    assert referee.score(IoTests(scoring="all"), [make(wrong_one, reference)])[0].value == 0.0
+
+
+@pytest.mark.parametrize(
+    "reference",
+    [{"inputs": ["1"], "outputs": []}, {"cases": []}, "not json", 5],
+)
+def test_io_bad_references(reference: Any) -> None:
+    s = referee.score(IoTests(), [make(SUM, reference)])[0]
+    assert s.value is None and s.failure is not None and s.failure.type == "not_applicable"
