@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import functools
 import json
 import math
 import re
@@ -75,15 +76,13 @@ class _RecordAsserts(ast.NodeTransformer):
     """``assert X`` becomes ``__referee_assert__(lambda: X, line)``: every assert is a case."""
 
     def visit_Assert(self, node: ast.Assert) -> ast.AST:
-        lam = ast.Lambda(
-            args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
-            body=node.test,
-        )
-        call = ast.Call(
-            func=ast.Name("__referee_assert__", ast.Load()),
-            args=[lam, ast.Constant(node.lineno)],
-            keywords=[],
-        )
+        self.generic_visit(node)
+        at = node.test
+        args = ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])
+        lam = ast.copy_location(ast.Lambda(args=args, body=at), at)
+        name = ast.copy_location(ast.Name("__referee_assert__", ast.Load()), node)
+        line = ast.copy_location(ast.Constant(node.lineno), node)
+        call = ast.copy_location(ast.Call(func=name, args=[lam, line], keywords=[]), node)
         return ast.copy_location(ast.Expr(call), node)
 
 
@@ -119,12 +118,23 @@ class _Remote:
         return self._session.call(self.__name__, list(args), kwargs)
 
 
+@functools.lru_cache(maxsize=512)
 def _compile_test(test: str) -> Any:
+    """The test code with every assert recorded, compiled once per distinct test (the
+    attempts of a GRPO group share theirs)."""
     try:
         tree = ast.parse(test, "<test>")
     except SyntaxError as exc:
         raise NotApplicable(f"the reference test code does not parse: {exc}") from None
-    return compile(ast.fix_missing_locations(_RecordAsserts().visit(tree)), "<test>", "exec")
+    return compile(_RecordAsserts().visit(tree), "<test>", "exec")
+
+
+@functools.lru_cache(maxsize=512)
+def _compile_prompt(prompt: str) -> Any:
+    try:
+        return compile(prompt, "<prompt>", "exec")
+    except SyntaxError as exc:
+        raise NotApplicable(f"the reference prompt does not parse: {exc}") from None
 
 
 @register("python_tests")
@@ -185,7 +195,6 @@ class PythonTests(AsyncReward):
         prompt = raw_prompt if isinstance(raw_prompt, str) else None
         if prompt and not re.search(rf"^\s*def\s+{re.escape(entry)}\s*\(", code, re.MULTILINE):
             code = prompt + code  # a HumanEval completion continues the prompt's signature
-        test = _compile_test(test_code)
         sandbox = self._sandbox()
         limits = _limits(self.timeout, self.memory_mb)
         try:
@@ -195,7 +204,7 @@ class PythonTests(AsyncReward):
         except SandboxError as exc:
             raise _SandboxFailure(str(exc)) from None
         try:
-            cases, aborted = self._run_tests(session, test, entry, prompt)
+            cases, aborted = self._run_tests(session, test_code, entry, prompt)
         except SandboxError as exc:
             raise _SandboxFailure(str(exc)) from None
         finally:
@@ -206,13 +215,15 @@ class PythonTests(AsyncReward):
         return self._score(cases, aborted, session.dead, outcome.stderr)
 
     def _run_tests(
-        self, session: Any, test: Any, entry: str, prompt: str | None
+        self, session: Any, test_code: str, entry: str, prompt: str | None
     ) -> tuple[_Cases, str | None]:
+        # Everything up to session.names runs while the sandbox loads the program.
+        test = _compile_test(test_code)
         cases = _Cases()
         namespace: dict[str, Any] = {"__name__": "__referee_test__"}
         if prompt:
             try:  # the prompt's own helpers (trusted dataset code) stay the dataset's
-                exec(compile(prompt, "<prompt>", "exec"), namespace)
+                exec(_compile_prompt(prompt), namespace)
             except Exception as exc:
                 raise NotApplicable(f"the reference prompt does not run: {exc}") from None
         for name in session.names:

@@ -127,7 +127,10 @@ class RunResult:
 class SandboxSession(Protocol):
     """A Python program loaded in the sandbox whose functions the host calls."""
 
-    names: list[str]
+    @property
+    def names(self) -> list[str]:
+        """The functions the program defines (waits for it to load)."""
+        ...
 
     @property
     def dead(self) -> str | None:

@@ -15,6 +15,7 @@ processes). There is then no network or filesystem namespace.
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 import os
 import queue
@@ -150,6 +151,10 @@ class _Worker:
     def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Send one frame, wait for the reply. Raises EOFError, TimeoutError, WireError."""
         _wire.write_frame(self.in_fd, message)
+        return self.receive(timeout)
+
+    def receive(self, timeout: float) -> dict[str, Any]:
+        """Wait for the next frame. Raises EOFError, TimeoutError, WireError."""
         deadline = time.monotonic() + timeout
         while True:
             frame = self.out.pop()
@@ -356,19 +361,38 @@ class _Session:
         self._call_timeout = call_timeout
         self._dead: str | None = None
         self._result: RunResult | None = None
-        self.names: list[str] = []
-        reply = self._request({"op": "start", "job": _job_wire(job, "python")})
-        if "loaded" in reply:
-            self.names = [str(n) for n in reply["loaded"]]
-        else:
-            self._dead = str(reply.get("error", "the program did not load"))
+        self._names: list[str] | None = None
+        # Sent now, answered when first needed: the caller can prepare while the program loads.
+        self._send({"op": "start", "job": _job_wire(job, "python")})
+
+    @property
+    def names(self) -> list[str]:
+        """The functions (callables) the program defines, once it has loaded."""
+        if self._names is None:
+            self._names = []
+            reply = self._receive()
+            if "loaded" in reply:
+                self._names = [str(n) for n in reply["loaded"]]
+            else:
+                self._dead = str(reply.get("error", "the program did not load"))
+        return self._names
 
     def _request(self, message: dict[str, Any]) -> dict[str, Any]:
+        self.names  # noqa: B018 - the load reply comes first
+        self._send(message)
+        return self._receive()
+
+    def _send(self, message: dict[str, Any]) -> None:
+        if self._worker is not None:
+            with contextlib.suppress(OSError):  # the worker is gone; _receive reports it
+                _wire.write_frame(self._worker.in_fd, message)
+
+    def _receive(self) -> dict[str, Any]:
         worker = self._worker
         if worker is None:
             return {"error": "the session is closed", "dead": True}
         try:
-            reply = worker.request(message, timeout=self._limits.wall_seconds + _GRACE)
+            reply = worker.receive(timeout=self._limits.wall_seconds + _GRACE)
         except (EOFError, OSError) as exc:
             self._release(broken=True)
             self._result = _worker_died(self._started, str(exc))
@@ -389,6 +413,7 @@ class _Session:
     @property
     def dead(self) -> str | None:
         """Why the program is no longer running, or None while it is."""
+        self.names  # noqa: B018 - loading may have failed
         return self._dead
 
     def call(self, fn: str, args: list[Any], kwargs: dict[str, Any] | None = None) -> Any:
