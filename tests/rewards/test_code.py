@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import textwrap
 import threading
 from typing import Any
@@ -13,6 +14,7 @@ import referee
 from referee.rewards import IoTests, PythonTests
 from referee.rewards import code as code_module
 from referee.verifiers.sandbox import LocalSandbox
+from referee.verifiers.sandbox.local import bwrap_problem
 from tests.conftest import make
 
 ADD_TEST = textwrap.dedent("""
@@ -120,6 +122,10 @@ FORGERIES = {
 
 @pytest.mark.parametrize("label", sorted(FORGERIES))
 def test_forgeries_earn_nothing(label: str) -> None:
+    if label == "expected values read from disk" and bwrap_problem() is not None:
+        # Without a mount namespace the job sees world-readable files, datasets included:
+        # the documented limit of the process fallback.
+        pytest.skip(f"needs bubblewrap's filesystem isolation: {bwrap_problem()}")
     s = grade(FORGERIES[label])
     assert s.value == 0.0, s.reason
     assert s.failure is None  # a score of 0, not a Failure that a trainer would mask
@@ -210,7 +216,13 @@ def test_io_reference_shapes(reference: Any) -> None:
         ({}, "print(0.3333)", "0.333333", 0.0),
         ({"float_tol": 1e-3}, "print(0.3333)", "0.333333", 1.0),
         ({"float_tol": 1e-3}, "print('x 0.3333')", "x 0.333333", 1.0),
-        ({"language": "javascript"}, "console.log(3)", "3", 1.0),
+        pytest.param(
+            {"language": "javascript"},
+            "console.log(3)",
+            "3",
+            1.0,
+            marks=pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed"),
+        ),
         ({"language": "bash"}, "echo 3", "3", 1.0),
         ({"timeout": 1}, "while True: pass", "3", 0.0),
         ({}, "import sys\nprint(3)\nsys.exit(1)", "3", 0.0),  # right output, failing exit status
