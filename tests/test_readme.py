@@ -17,10 +17,12 @@ def test_python_example_runs(capsys) -> None:  # type: ignore[no-untyped-def]
     assert out.startswith("1.0 {'valid': 1.0, 'fields': 1.0")
 
 
-def test_spec_example_loads(tmp_path: Path) -> None:
-    [spec] = re.findall(r"```yaml\n(.*?)```", README.read_text(), re.DOTALL)
+def test_spec_examples_load(tmp_path: Path) -> None:
+    extraction, code = re.findall(r"```yaml\n(.*?)```", README.read_text(), re.DOTALL)
     (tmp_path / "release.schema.json").write_text('{"type": "object"}')
-    (tmp_path / "extraction.yaml").write_text(spec)
+    (tmp_path / "extraction.yaml").write_text(extraction)
     reward = referee.load(tmp_path / "extraction.yaml")
     assert isinstance(reward, referee.Combined)
     assert [c.name for c in reward.components] == ["valid", "fields"]
+    (tmp_path / "code.yaml").write_text(code)
+    assert [c.name for c in referee.load(tmp_path / "code.yaml").components] == ["tests"]  # type: ignore[attr-defined]
