@@ -33,6 +33,7 @@ from referee.rewards._common import short
 from referee.rollout import Rollout
 from referee.score import Score
 from referee.verifiers.sandbox import (
+    Backend,
     Isolation,
     Job,
     Limits,
@@ -63,6 +64,19 @@ def extract_code(text: str, language: str = "python") -> str:
     """The code in a completion: the last fenced block in `language` (or untagged), else all."""
     blocks = [body for lang, body in _FENCE.findall(text) if lang.lower() in _LANGS[language]]
     return blocks[-1] if blocks else text
+
+
+def _sandbox_for(reward: PythonTests | IoTests) -> Sandbox:
+    """The shared sandbox a reward's options name; a `sandbox` Failure if it cannot start."""
+    try:
+        return get_sandbox(
+            reward.backend,
+            workers=reward.workers,
+            isolation=reward.isolation,
+            runtime=reward.runtime,
+        )
+    except SandboxError as exc:
+        raise _SandboxFailure(str(exc)) from None
 
 
 def _limits(timeout: float, memory_mb: int) -> Limits:
@@ -152,7 +166,9 @@ class PythonTests(AsyncReward):
         timeout: Seconds the program may live (loading plus every call).
         call_timeout: Seconds one call may take.
         memory_mb: Address-space limit of the program.
+        backend: Which sandbox runs the code (`Backend`).
         isolation: The local sandbox's isolation (`Isolation`).
+        runtime: The docker sandbox's container runtime (``runsc`` for gVisor).
         workers: Sandbox workers (jobs at once); default: CPU count.
     """
 
@@ -160,19 +176,15 @@ class PythonTests(AsyncReward):
     timeout: float = 10.0
     call_timeout: float = 5.0
     memory_mb: int = 1024
+    backend: Backend = "local"
     isolation: Isolation = "auto"
+    runtime: str | None = None
     workers: int | None = None
     name: str = "python_tests"
 
     def __post_init__(self) -> None:
         if self.timeout <= 0 or self.call_timeout <= 0:
             raise ValueError("timeout and call_timeout must be positive")
-
-    def _sandbox(self) -> Sandbox:
-        try:
-            return get_sandbox(workers=self.workers, isolation=self.isolation)
-        except SandboxError as exc:
-            raise _SandboxFailure(str(exc)) from None
 
     async def evaluate(self, rollout: Rollout) -> Score:
         return await asyncio.to_thread(self.grade, rollout)
@@ -195,7 +207,7 @@ class PythonTests(AsyncReward):
         prompt = raw_prompt if isinstance(raw_prompt, str) else None
         if prompt and not re.search(rf"^\s*def\s+{re.escape(entry)}\s*\(", code, re.MULTILINE):
             code = prompt + code  # a HumanEval completion continues the prompt's signature
-        sandbox = self._sandbox()
+        sandbox = _sandbox_for(self)
         limits = _limits(self.timeout, self.memory_mb)
         try:
             session = sandbox.session(
@@ -357,7 +369,9 @@ class IoTests(AsyncReward):
         memory_mb: Address-space limit of the program.
         stop_on_failure: Stop at the first failing case (with ``scoring: all`` the rest cannot
             change the score).
+        backend: Which sandbox runs the code (`Backend`).
         isolation: The local sandbox's isolation.
+        runtime: The docker sandbox's container runtime (``runsc`` for gVisor).
         workers: Sandbox workers; default: CPU count.
     """
 
@@ -367,7 +381,9 @@ class IoTests(AsyncReward):
     timeout: float = 5.0
     memory_mb: int = 1024
     stop_on_failure: bool = False
+    backend: Backend = "local"
     isolation: Isolation = "auto"
+    runtime: str | None = None
     workers: int | None = None
     name: str = "io_tests"
 
@@ -389,10 +405,7 @@ class IoTests(AsyncReward):
         """Score one rollout, blocking (what `evaluate` runs in a thread)."""
         cases = _cases_of(rollout.reference)
         code = extract_code(rollout.completion_text, self.language)
-        try:
-            sandbox = get_sandbox(workers=self.workers, isolation=self.isolation)
-        except SandboxError as exc:
-            raise _SandboxFailure(str(exc)) from None
+        sandbox = _sandbox_for(self)
         passed = 0
         notes: list[str] = []
         stop = self.stop_on_failure or self.scoring == "all"

@@ -27,6 +27,14 @@ ADD_TEST = textwrap.dedent("""
 ADD = {"test": ADD_TEST, "entry_point": "add"}
 
 
+@pytest.fixture(params=["local", "docker"])
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each sandbox backend, the docker one on the test engine."""
+    if request.param == "docker":
+        monkeypatch.setenv("DOCKER_HOST", request.getfixturevalue("docker_engine"))
+    return str(request.param)
+
+
 def grade(completion: str, reference: Any = ADD, **options: Any) -> referee.Score:
     return referee.score(
         PythonTests(timeout=5, call_timeout=2, **options), [make(completion, reference)]
@@ -121,12 +129,13 @@ FORGERIES = {
 
 
 @pytest.mark.parametrize("label", sorted(FORGERIES))
-def test_forgeries_earn_nothing(label: str) -> None:
-    if label == "expected values read from disk" and bwrap_problem() is not None:
+def test_forgeries_earn_nothing(label: str, backend: str) -> None:
+    local = backend == "local"
+    if label == "expected values read from disk" and local and bwrap_problem() is not None:
         # Without a mount namespace the job sees world-readable files, datasets included:
         # the documented limit of the process fallback.
         pytest.skip(f"needs bubblewrap's filesystem isolation: {bwrap_problem()}")
-    s = grade(FORGERIES[label])
+    s = grade(FORGERIES[label], backend=backend)
     assert s.value == 0.0, s.reason
     assert s.failure is None  # a score of 0, not a Failure that a trainer would mask
 
@@ -172,7 +181,7 @@ def test_bad_references_are_not_applicable(reference: Any) -> None:
 
 def test_sandbox_that_cannot_start_is_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
     broken = LocalSandbox(workers=1, isolation="process", python="/nonexistent/python3")
-    monkeypatch.setattr(code_module, "get_sandbox", lambda **kw: broken)
+    monkeypatch.setattr(code_module, "get_sandbox", lambda *args, **kw: broken)
     s = grade("def add(a, b):\n    return a + b\n")
     assert s.value is None and s.failure is not None and s.failure.type == "sandbox"
     io = referee.score(IoTests(), [make("print(1)", {"cases": [{"stdin": "", "stdout": "1"}]})])[0]
@@ -204,6 +213,14 @@ SUM = "a, b = map(int, input().split())\nprint(a + b)\n"
 )
 def test_io_reference_shapes(reference: Any) -> None:
     assert referee.score(IoTests(), [make(SUM, reference)])[0].value == 1.0
+
+
+def test_both_rewards_on_every_backend(backend: str) -> None:
+    assert grade("def add(a, b):\n    return a + b\n", backend=backend).value == 1.0
+    assert grade("def add(a, b):\n    return 3\n", backend=backend).value == 0.25
+    io = IoTests(backend=backend)  # type: ignore[arg-type]
+    reference = {"inputs": ["1 2", "2 2"], "outputs": ["3", "5"]}
+    assert referee.score(io, [make(SUM, reference)])[0].value == 0.5
 
 
 @pytest.mark.parametrize(

@@ -36,21 +36,44 @@ __all__ = [
     "get_sandbox",
 ]
 
-Backend = Literal["local"]
+Backend = Literal["local", "docker"]
+"""``local``: bubblewrap namespaces on this machine (`LocalSandbox`). ``docker``: containers on
+a Docker Engine (`referee.verifiers.sandbox.docker.DockerSandbox`; ``pip install
+"referee[docker]"``)."""
 
 _lock = threading.Lock()
 _shared: dict[tuple[object, ...], Sandbox] = {}
 
 
 def get_sandbox(
-    backend: Backend = "local", *, workers: int | None = None, isolation: Isolation = "auto"
+    backend: Backend = "local",
+    *,
+    workers: int | None = None,
+    isolation: Isolation = "auto",
+    runtime: str | None = None,
 ) -> Sandbox:
-    """The process-wide sandbox for this configuration, started on first use."""
-    key = (backend, workers, isolation)
+    """The process-wide sandbox for this configuration, started on first use.
+
+    Args:
+        backend: Which sandbox (`Backend`).
+        workers: Jobs at once; default: CPU count.
+        isolation: The local backend's isolation.
+        runtime: The docker backend's container runtime (``runsc`` for gVisor).
+
+    Raises:
+        SandboxError: The sandbox cannot be started here (the message says why).
+    """
+    key = (backend, workers, isolation, runtime)
     with _lock:
         sandbox = _shared.get(key)
         if sandbox is None:
-            sandbox = _shared[key] = LocalSandbox(workers=workers, isolation=isolation)
+            if backend == "docker":
+                from referee.verifiers.sandbox.docker import DockerSandbox
+
+                sandbox = DockerSandbox(workers=workers, runtime=runtime)
+            else:
+                sandbox = LocalSandbox(workers=workers, isolation=isolation)
+            _shared[key] = sandbox
         return sandbox
 
 

@@ -66,9 +66,20 @@ def _warm_up() -> None:
     gc.freeze()
 
 
-def _setup_channels() -> None:
-    os.dup2(0, IN_FD)
-    os.dup2(1, OUT_FD)
+def _setup_channels(socket_path: str | None) -> None:
+    """The host channel on IN_FD/OUT_FD: stdin/stdout, or a unix socket the host listens on
+    (a container's stdio goes through the engine's multiplexed stream; a socket does not)."""
+    if socket_path:
+        import socket
+
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(socket_path)
+        os.dup2(sock.fileno(), IN_FD)
+        os.dup2(sock.fileno(), OUT_FD)
+        sock.close()
+    else:
+        os.dup2(0, IN_FD)
+        os.dup2(1, OUT_FD)
     null = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1):
         os.dup2(null, fd)
@@ -493,9 +504,10 @@ def main() -> None:
     uid = int(sys.argv[1])
     WORK = sys.argv[2]
     ISOLATED = sys.argv[3] == "1"
+    socket_path = sys.argv[4] if len(sys.argv) > 4 else None
     _become_subreaper()
     _warm_up()
-    _setup_channels()
+    _setup_channels(socket_path)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     serving = None
     while True:

@@ -8,35 +8,46 @@ import pytest
 
 from referee.verifiers.sandbox import LocalSandbox
 from referee.verifiers.sandbox.local import bwrap_problem
+from referee.verifiers.sandbox.pool import WorkerPool
 
-MODES = ["bwrap", "process"]
+MODES = ["bwrap", "process", "docker"]
 
 
 def sandbox_processes() -> list[int]:
-    """Live host processes of a sandbox slot uid (60000 and up); zombies run nothing."""
+    """Live host processes of a sandbox slot uid (60000 and up), the workers themselves aside;
+    zombies run nothing."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             status = (entry / "status").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
         uid = int(fields.get("Uid", "0").split()[0])
-        if 60000 <= uid < 61000 and not fields.get("State", "").strip().startswith("Z"):
+        zombie = fields.get("State", "").strip().startswith("Z")
+        if 60000 <= uid < 62000 and not zombie and b"_zygote.py" not in cmdline:
             found.append(int(entry.name))
     return found
 
 
 @pytest.fixture(scope="module", params=MODES)
-def sandbox(request: pytest.FixtureRequest) -> Iterator[LocalSandbox]:
+def sandbox(request: pytest.FixtureRequest) -> Iterator[WorkerPool]:
     mode = request.param
-    if mode == "bwrap" and bwrap_problem() is not None:
-        pytest.skip(f"bubblewrap unavailable: {bwrap_problem()}")
-    if mode == "process" and os.geteuid() != 0:
-        pytest.skip("the process fallback drops to a slot uid only as root")
-    box = LocalSandbox(workers=2, isolation=mode)
+    if mode == "docker":
+        from referee.verifiers.sandbox.docker import DockerSandbox
+
+        box: WorkerPool = DockerSandbox(
+            workers=2, base_url=request.getfixturevalue("docker_engine")
+        )
+    else:
+        if mode == "bwrap" and bwrap_problem() is not None:
+            pytest.skip(f"bubblewrap unavailable: {bwrap_problem()}")
+        if mode == "process" and os.geteuid() != 0:
+            pytest.skip("the process fallback drops to a slot uid only as root")
+        box = LocalSandbox(workers=2, isolation=mode)
     yield box
     box.close()
     assert sandbox_processes() == []

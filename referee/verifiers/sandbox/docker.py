@@ -1,0 +1,263 @@
+"""The docker sandbox: a warm pool of locked-down containers on a real Docker Engine.
+
+Each worker is one container running referee's zygote (the same worker as the local backend)
+as PID 1, reached through a unix socket in a folder bind-mounted read-only into it:
+
+- ``--network none``, read-only root filesystem, tmpfs work dir and /tmp;
+- a non-root user (one uid per worker slot), all capabilities dropped, no-new-privileges;
+- memory, swap and pids limits on the container, plus the zygote's per-job rlimits;
+- output read by the zygote through a capped pipe;
+- gVisor (``runtime: runsc``) where it is installed.
+
+The image is built without a registry: ``docker import`` of a small root filesystem (the
+zygote and the directory skeleton); the host's ``/usr`` is bind-mounted read-only for the
+interpreters. A container is recycled after `recycle_after` jobs, or after any anomaly (a
+timeout, an output flood, a job that took its worker down).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import os
+import shutil
+import socket
+import tarfile
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from referee.errors import MissingDependency
+from referee.verifiers.sandbox import _wire
+from referee.verifiers.sandbox.base import Limits, SandboxError
+from referee.verifiers.sandbox.pool import Worker, WorkerPool
+
+__all__ = ["DockerSandbox"]
+
+_HERE = Path(__file__).resolve().parent
+_UID_BASE = 61000  # distinct from the local backend's slot uids
+_SOCKET_DIR = "/run/referee"
+
+
+def _image_tar() -> tuple[bytes, str]:
+    """The image's root filesystem as a tar, and a tag that changes when the zygote does."""
+    digest = hashlib.sha256()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+
+        def add_dir(name: str, mode: int = 0o755) -> None:
+            info = tarfile.TarInfo(name)
+            info.type, info.mode = tarfile.DIRTYPE, mode
+            tar.addfile(info)
+
+        for name in (
+            "work",
+            "tmp",
+            "etc",
+            "run",
+            "run/referee",
+            "opt",
+            "opt/referee",
+            "proc",
+            "dev",
+        ):
+            add_dir(name, 0o1777 if name == "tmp" else 0o755)
+        for name in ("bin", "lib", "lib64", "sbin"):
+            path = Path("/") / name
+            if path.is_symlink():
+                info = tarfile.TarInfo(name)
+                info.type, info.linkname = tarfile.SYMTYPE, os.readlink(path)
+                tar.addfile(info)
+        for source in ("_zygote.py", "_wire.py"):
+            data = (_HERE / source).read_bytes()
+            digest.update(data)
+            info = tarfile.TarInfo(f"opt/referee/{source}")
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue(), digest.hexdigest()[:12]
+
+
+class _ContainerWorker(Worker):
+    """A zygote running as PID 1 of a container, on a unix socket."""
+
+    def __init__(self, sandbox: DockerSandbox, slot: int, limits: Limits) -> None:
+        self.slot = slot
+        self.container: Any = None
+        self.dir = tempfile.mkdtemp(prefix="referee-docker-")
+        os.chmod(self.dir, 0o755)
+        path = os.path.join(self.dir, "zygote.sock")
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock: socket.socket | None = None
+        try:
+            server.bind(path)
+            os.chmod(path, 0o777)
+            server.listen(1)
+            server.settimeout(60)
+            self.container = sandbox.start_container(slot, limits, self.dir)
+            try:
+                self.sock, _ = server.accept()
+            except TimeoutError:
+                raise SandboxError(
+                    f"the container did not connect within 60s: {self.stderr()}"
+                ) from None
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            server.close()
+        self.sock.setblocking(True)
+        self.in_fd = self.sock.fileno()
+        self.out = _wire.Channel(self.in_fd)
+        self.ping()
+
+    def stderr(self) -> str:
+        if self.container is None:
+            return "(no container)"
+        try:
+            logs: bytes = self.container.logs(stdout=True, stderr=True, tail=20)
+        except Exception as exc:
+            return f"(logs unavailable: {exc})"
+        return logs.decode(errors="replace").strip() or "(no output)"
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        if self.container is not None:
+            with contextlib.suppress(Exception):
+                self.container.remove(force=True)
+            self.container = None
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class DockerSandbox(WorkerPool):
+    """Runs untrusted code in containers on a Docker Engine (``DOCKER_HOST`` or the default).
+
+    Args:
+        workers: Containers kept warm (jobs at once); default: CPU count.
+        runtime: A container runtime, e.g. ``"runsc"`` for gVisor (must be installed).
+        recycle_after: Replace a container after this many jobs.
+        python: The interpreter inside (from the host's /usr, bind-mounted read-only).
+        memory_bytes: Memory (and swap) limit of a container.
+        pids: Process limit of a container.
+        base_url: The engine's address; default: from the environment.
+    """
+
+    def __init__(
+        self,
+        workers: int | None = None,
+        runtime: str | None = None,
+        recycle_after: int = 200,
+        python: str = "/usr/bin/python3",
+        memory_bytes: int = 2 << 30,
+        pids: int = 256,
+        base_url: str | None = None,
+    ) -> None:
+        super().__init__(
+            workers or os.cpu_count() or 1, recycle_after=recycle_after, recycle_on_anomaly=True
+        )
+        try:
+            import docker
+        except ImportError:
+            raise MissingDependency("docker", "docker", "The docker sandbox") from None
+        try:
+            self.client = docker.DockerClient(base_url=base_url) if base_url else docker.from_env()
+            self.client.ping()
+        except Exception as exc:
+            raise SandboxError(f"cannot reach a Docker Engine: {exc}") from None
+        if runtime is not None:
+            runtimes = self.client.info().get("Runtimes", {})
+            if runtime not in runtimes:
+                raise SandboxError(
+                    f"container runtime {runtime!r} is not installed (have: {sorted(runtimes)})"
+                )
+        self.runtime = runtime
+        self.mode = "docker"
+        self.pool_id = uuid.uuid4().hex[:12]  # labels this pool's containers
+        self.python = python
+        self.memory_bytes = memory_bytes
+        self.pids = pids
+        self.image = self._ensure_image()
+
+    def _ensure_image(self) -> str:
+        data, tag = _image_tar()
+        name = f"referee-sandbox:{tag}"
+        try:
+            self.client.images.get(name)
+        except Exception:
+            try:
+                self.client.api.import_image_from_data(data, repository="referee-sandbox", tag=tag)
+            except Exception as exc:
+                raise SandboxError(f"cannot build the sandbox image: {exc}") from None
+        return name
+
+    def start_container(self, slot: int, limits: Limits, socket_dir: str) -> Any:
+        """Start one locked-down container running the zygote."""
+        uid = _UID_BASE + slot
+        volumes = {
+            "/usr": {"bind": "/usr", "mode": "ro"},
+            socket_dir: {"bind": _SOCKET_DIR, "mode": "ro"},
+        }
+        for extra in ("/etc/ssl", "/etc/alternatives"):
+            if os.path.isdir(extra):
+                volumes[extra] = {"bind": extra, "mode": "ro"}
+        disk = limits.disk_bytes
+        try:
+            return self.client.containers.run(
+                self.image,
+                command=[
+                    self.python,
+                    "-I",
+                    "-S",
+                    "/opt/referee/_zygote.py",
+                    "-1",
+                    "/work",
+                    "1",
+                    f"{_SOCKET_DIR}/zygote.sock",
+                ],
+                detach=True,
+                user=f"{uid}:{uid}",
+                network_mode="none",
+                read_only=True,
+                tmpfs={
+                    "/work": f"size={disk},uid={uid},gid={uid},mode=0700",
+                    "/tmp": f"size={disk},mode=1777",
+                },
+                volumes=volumes,
+                working_dir="/work",
+                mem_limit=self.memory_bytes,
+                memswap_limit=self.memory_bytes,
+                pids_limit=self.pids,
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                runtime=self.runtime,
+                environment={"PATH": "/usr/bin:/bin"},
+                labels={"referee.sandbox": self.pool_id},
+            )
+        except Exception as exc:
+            raise SandboxError(f"cannot start a sandbox container: {exc}") from None
+
+    def _spawn(self, slot: int, limits: Limits) -> Worker:
+        return _ContainerWorker(self, slot, limits)
+
+    def close(self) -> None:
+        super().close()
+        self.client.close()
+
+
+def wait_for_engine(base_url: str, seconds: float = 30.0) -> None:
+    """Block until the engine at `base_url` answers (after starting dockerd)."""
+    import docker
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            docker.DockerClient(base_url=base_url).ping()
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
