@@ -25,6 +25,7 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "math_answer": {"pattern": r"<answer>(.*?)</answer>"},
     "python_tests": {"timeout": 5, "scoring": "all"},
     "io_tests": {"language": "python", "float_tol": 1e-6},
+    "pytest_tests": {"timeout": 20, "scoring": "all"},
 }
 ROLLOUTS = [
     make('{"a": 1, "b": [1]}', {"a": 1, "b": [1]}),

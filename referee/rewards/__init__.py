@@ -1,6 +1,6 @@
 """The built-in rewards, one module per family. Each is also a spec type (its registered name)."""
 
-from referee.rewards.code import IoTests, PythonTests
+from referee.rewards.code import IoTests, PytestTests, PythonTests
 from referee.rewards.fields import FieldMatch, FieldRule
 from referee.rewards.json import JsonSchema, JsonValid
 from referee.rewards.length import Length, Repetition
@@ -18,6 +18,7 @@ __all__ = [
     "JsonValid",
     "Length",
     "MathAnswer",
+    "PytestTests",
     "PythonTests",
     "Regex",
     "Repetition",

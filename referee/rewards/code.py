@@ -22,6 +22,8 @@ import functools
 import json
 import math
 import re
+import secrets
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -43,7 +45,7 @@ from referee.verifiers.sandbox import (
     get_sandbox,
 )
 
-__all__ = ["IoTests", "PythonTests", "extract_code"]
+__all__ = ["IoTests", "PytestTests", "PythonTests", "extract_code"]
 
 Scoring = Literal["fraction", "all"]
 """``fraction``: the share of test cases passed. ``all``: 1.0 only when every case passes."""
@@ -66,7 +68,7 @@ def extract_code(text: str, language: str = "python") -> str:
     return blocks[-1] if blocks else text
 
 
-def _sandbox_for(reward: PythonTests | IoTests) -> Sandbox:
+def _sandbox_for(reward: PythonTests | IoTests | PytestTests) -> Sandbox:
     """The shared sandbox a reward's options name; a `sandbox` Failure if it cannot start."""
     try:
         return get_sandbox(
@@ -428,4 +430,159 @@ class IoTests(AsyncReward):
             value=value,
             components={"passed": float(passed), "cases": float(len(cases))},
             reason="; ".join([f"{passed}/{len(cases)} cases passed", *notes]),
+        )
+
+
+# --- pytest_tests --------------------------------------------------------------------------
+
+_PYTEST_PRESENT: dict[int, bool] = {}
+
+
+def _count_tests(source: str) -> int:
+    """Test functions pytest would collect at least once: ``test_*`` at top level and in
+    ``Test*`` classes (parametrization only adds to this)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise NotApplicable(f"the reference tests do not parse: {exc}") from None
+    count = 0
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith(
+            "test"
+        ):
+            count += 1
+        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            count += sum(
+                1
+                for item in node.body
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
+                and item.name.startswith("test")
+            )
+    return count
+
+
+def _junit_outcomes(xml: str) -> tuple[int, int, list[str]]:
+    """(passed, reported, failing test names) from a JUnit XML report."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(xml)
+    passed = reported = 0
+    failing: list[str] = []
+    for case in root.iter("testcase"):
+        reported += 1
+        if any(child.tag in ("failure", "error", "skipped") for child in case):
+            failing.append(str(case.get("name")))
+        else:
+            passed += 1
+    return passed, reported, failing
+
+
+@register("pytest_tests")
+@dataclass(kw_only=True)
+class PytestTests(AsyncReward):
+    """Repository-style tasks: a solution file and a pytest file, run by pytest in the sandbox.
+
+    ``rollout.reference`` is ``{"tests": "<pytest code>"}``, optionally with ``"test_file"``
+    (default ``test_solution.py``), ``"solution_file"`` (default ``solution.py``) and
+    ``"files"`` (more files by relative path). The completion's code becomes the solution file.
+
+    What it guarantees: the code runs with the sandbox's isolation and limits; each test's
+    outcome comes from pytest's JUnit report, not from the program's output; skipped tests
+    earn nothing; tests that vanish from the report (at least every ``test_*`` function found
+    in the test file) count as failed; an early exit before the report is written fails all.
+    What it cannot guarantee: the solution and the tests run in one process, so code that
+    patches pytest on import, rewrites the report, or reads the tests' expected values can
+    forge a pass. Prefer `python_tests` or `io_tests` (verdict outside the sandbox) for RL;
+    use this where only a pytest suite exists, and probe it with hacking checks.
+
+    Attributes:
+        scoring: ``fraction`` of tests passed, or ``all``.
+        timeout: Seconds for the whole pytest run.
+        memory_mb: Address-space limit.
+        backend, isolation, runtime, workers: The sandbox, as for `python_tests`.
+    """
+
+    scoring: Scoring = "fraction"
+    timeout: float = 30.0
+    memory_mb: int = 2048
+    backend: Backend = "local"
+    isolation: Isolation = "auto"
+    runtime: str | None = None
+    workers: int | None = None
+    name: str = "pytest_tests"
+
+    async def evaluate(self, rollout: Rollout) -> Score:
+        return await asyncio.to_thread(self.grade, rollout)
+
+    def _check_pytest(self, sandbox: Sandbox) -> None:
+        key = id(sandbox)
+        if key not in _PYTEST_PRESENT:
+            probe = sandbox.run(Job(command=("python3", "-c", "import pytest")))
+            _PYTEST_PRESENT[key] = probe.ok
+        if not _PYTEST_PRESENT[key]:
+            raise _SandboxFailure(
+                "pytest is not importable by the sandbox's python3; "
+                "install it there (apt-get install python3-pytest)"
+            )
+
+    def grade(self, rollout: Rollout) -> Score:
+        """Score one rollout, blocking (what `evaluate` runs in a thread)."""
+        ref = rollout.reference
+        tests = ref.get("tests") if isinstance(ref, dict) else None
+        if not isinstance(ref, dict) or not isinstance(tests, str):
+            raise NotApplicable(
+                f'pytest_tests needs a reference {{"tests": code}}, got {short(ref)}'
+            )
+        test_file = str(ref.get("test_file") or "test_solution.py")
+        solution_file = str(ref.get("solution_file") or "solution.py")
+        extra = ref.get("files")
+        files: dict[str, str | bytes] = {}
+        if isinstance(extra, dict):
+            files.update({str(k): str(v) for k, v in extra.items()})
+        files[test_file] = tests
+        files[solution_file] = extract_code(rollout.completion_text)
+        expected = _count_tests(tests)
+        nonce = secrets.token_hex(16)
+        pytest = "python3 -m pytest -q -p no:cacheprovider --junitxml=.report.xml"
+        script = (
+            f"{pytest} {shlex.quote(test_file)} >/dev/null 2>&1;"
+            f" printf '\\n%s\\n' {nonce}; cat .report.xml 2>/dev/null"
+        )
+        sandbox = _sandbox_for(self)
+        try:
+            self._check_pytest(sandbox)
+            limits = Limits(
+                wall_seconds=self.timeout,
+                cpu_seconds=self.timeout,
+                memory_bytes=self.memory_mb << 20,
+                output_bytes=4 << 20,
+            )
+            result = sandbox.run(Job(command=("sh", "-c", script), files=files, limits=limits))
+        except SandboxError as exc:
+            raise _SandboxFailure(str(exc)) from None
+        out = result.stdout.decode(errors="replace")
+        _, sep, xml = out.rpartition(f"\n{nonce}\n")
+        passed = reported = 0
+        failing: list[str] = []
+        why = None
+        if not sep or not xml.strip():
+            why = f"no test report ({result.describe()})"
+        else:
+            try:
+                passed, reported, failing = _junit_outcomes(xml)
+            except Exception as exc:
+                why = f"unreadable test report: {type(exc).__name__}"
+        total = max(reported, expected, 1)
+        value = passed / total if self.scoring == "fraction" else float(passed == total)
+        notes = [f"{passed}/{total} tests passed"]
+        if why:
+            notes.append(why)
+        if reported < expected:
+            notes.append(f"{expected - reported} tests missing from the report")
+        if failing:
+            notes.append(f"failing: {', '.join(failing[:5])}")
+        return Score(
+            value=value,
+            components={"passed": float(passed), "tests": float(total)},
+            reason="; ".join(notes),
         )

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import referee
-from referee.rewards import IoTests, PythonTests
+from referee.rewards import IoTests, PytestTests, PythonTests
 from referee.rewards import code as code_module
 from referee.verifiers.sandbox import LocalSandbox
 from referee.verifiers.sandbox.local import bwrap_problem
@@ -267,3 +267,50 @@ def test_io_fraction_and_all() -> None:
 def test_io_bad_references(reference: Any) -> None:
     s = referee.score(IoTests(), [make(SUM, reference)])[0]
     assert s.value is None and s.failure is not None and s.failure.type == "not_applicable"
+
+
+# --- pytest_tests --------------------------------------------------------------------------
+
+PYTEST_FILE = textwrap.dedent("""
+    import pytest
+    from solution import add
+
+    def test_basic():
+        assert add(1, 2) == 3
+
+    @pytest.mark.parametrize("x", [1, 2, 3])
+    def test_identity(x):
+        assert add(x, 0) == x
+
+    class TestSigns:
+        def test_negative(self):
+            assert add(-1, 1) == 0
+""")
+
+
+def pytest_grade(completion: str, **options: Any) -> referee.Score:
+    reward = PytestTests(timeout=20, **options)
+    return referee.score(reward, [make(completion, {"tests": PYTEST_FILE})])[0]
+
+
+@pytest.mark.parametrize(
+    ("completion", "value", "why"),
+    [
+        ("def add(a, b):\n    return a + b\n", 1.0, "5/5 tests passed"),
+        ("def add(a, b):\n    return a\n", 0.6, "failing: test_basic, test_negative"),
+        ("import os\nos._exit(0)\n", 0.0, "tests missing from the report"),  # early exit
+        ("import pytest\npytest.skip('x', allow_module_level=True)\n", 0.0, "missing"),  # skip
+        ("def add(a, b) return", 0.0, "failing"),  # does not import
+    ],
+)
+def test_pytest_tests(completion: str, value: float, why: str, backend: str) -> None:
+    s = pytest_grade(completion, backend=backend)
+    assert s.value == pytest.approx(value), s.reason
+    assert s.reason is not None and why in s.reason
+
+
+def test_pytest_missing_in_the_sandbox_is_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(code_module._PYTEST_PRESENT, id(code_module.get_sandbox()), False)
+    s = pytest_grade("def add(a, b):\n    return a + b\n")
+    assert s.value is None and s.failure is not None and s.failure.type == "sandbox"
+    assert "python3-pytest" in s.failure.message

@@ -4,7 +4,7 @@ Each worker is one container running referee's zygote (the same worker as the lo
 as PID 1, reached through a unix socket in a folder bind-mounted read-only into it:
 
 - ``--network none``, read-only root filesystem, tmpfs work dir and /tmp;
-- a non-root user (one uid per worker slot), all capabilities dropped, no-new-privileges;
+- a non-root user (a uid claimed per container), all capabilities dropped, no-new-privileges;
 - memory, swap and pids limits on the container, plus the zygote's per-job rlimits;
 - output read by the zygote through a capped pipe;
 - gVisor (``runtime: runsc``) where it is installed.
@@ -34,11 +34,12 @@ from referee.errors import MissingDependency
 from referee.verifiers.sandbox import _wire
 from referee.verifiers.sandbox.base import Limits, SandboxError
 from referee.verifiers.sandbox.pool import Worker, WorkerPool
+from referee.verifiers.sandbox.uids import claim_uid
 
 __all__ = ["DockerSandbox"]
 
 _HERE = Path(__file__).resolve().parent
-_UID_BASE = 61000  # distinct from the local backend's slot uids
+_UID_BASE = 61000  # container users are claimed from here (the local backend's from 60000)
 _SOCKET_DIR = "/run/referee"
 
 
@@ -83,7 +84,7 @@ def _image_tar() -> tuple[bytes, str]:
 class _ContainerWorker(Worker):
     """A zygote running as PID 1 of a container, on a unix socket."""
 
-    def __init__(self, sandbox: DockerSandbox, slot: int, limits: Limits) -> None:
+    def __init__(self, sandbox: DockerSandbox, slot: int, limits: Limits, uid: int) -> None:
         self.slot = slot
         self.container: Any = None
         self.dir = tempfile.mkdtemp(prefix="referee-docker-")
@@ -96,7 +97,7 @@ class _ContainerWorker(Worker):
             os.chmod(path, 0o777)
             server.listen(1)
             server.settimeout(60)
-            self.container = sandbox.start_container(slot, limits, self.dir)
+            self.container = sandbox.start_container(uid, limits, self.dir)
             try:
                 self.sock, _ = server.accept()
             except TimeoutError:
@@ -194,9 +195,8 @@ class DockerSandbox(WorkerPool):
                 raise SandboxError(f"cannot build the sandbox image: {exc}") from None
         return name
 
-    def start_container(self, slot: int, limits: Limits, socket_dir: str) -> Any:
-        """Start one locked-down container running the zygote."""
-        uid = _UID_BASE + slot
+    def start_container(self, uid: int, limits: Limits, socket_dir: str) -> Any:
+        """Start one locked-down container running the zygote as `uid`."""
         volumes = {
             "/usr": {"bind": "/usr", "mode": "ro"},
             socket_dir: {"bind": _SOCKET_DIR, "mode": "ro"},
@@ -241,7 +241,14 @@ class DockerSandbox(WorkerPool):
             raise SandboxError(f"cannot start a sandbox container: {exc}") from None
 
     def _spawn(self, slot: int, limits: Limits) -> Worker:
-        return _ContainerWorker(self, slot, limits)
+        claim = claim_uid(_UID_BASE)
+        try:
+            worker = _ContainerWorker(self, slot, limits, claim.uid)
+        except BaseException:
+            claim.release()
+            raise
+        worker.claim = claim
+        return worker
 
     def close(self) -> None:
         super().close()

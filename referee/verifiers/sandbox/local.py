@@ -3,12 +3,13 @@
 Each worker is one bubblewrap sandbox (new pid, net, ipc, uts and mount namespaces; /usr
 read-only; a size-limited tmpfs work dir and /tmp; nothing of the host's home, /etc or /root)
 running a warm Python interpreter that forks one child per job. As root, a job runs as an
-unprivileged uid of its worker slot (60000 + slot) with no capabilities; after each job every
+unprivileged uid claimed for its worker (from 60000 up, never shared with another worker on
+the host) with no capabilities; after each job every
 process left in the worker's pid namespace is killed, so nothing outlives its job.
 
 Where bubblewrap is missing or cannot create namespaces, `isolation="auto"` says so (a warning)
 and falls back to ``"process"``: resource limits, a session of its own, and, as root, the
-slot's unprivileged uid (so the job cannot read root's files or signal other users'
+worker's unprivileged uid (so the job cannot read root's files or signal other users'
 processes). There is then no network or filesystem namespace.
 """
 
@@ -26,6 +27,7 @@ from typing import Literal
 
 from referee.verifiers.sandbox.base import Limits, SandboxError
 from referee.verifiers.sandbox.pool import ProcessWorker, Worker, WorkerPool
+from referee.verifiers.sandbox.uids import claim_uid
 
 __all__ = ["Isolation", "LocalSandbox"]
 
@@ -68,7 +70,7 @@ def _system_args(root: bool) -> list[str]:
     return args
 
 
-def _bwrap_args(python: str, slot: int, root: bool, disk: int) -> list[str]:
+def _bwrap_args(python: str, uid: int, root: bool, disk: int) -> list[str]:
     args = _system_args(root)
     prefix = Path(python).resolve().parents[1]
     if not str(prefix).startswith("/usr"):
@@ -88,10 +90,8 @@ def _bwrap_args(python: str, slot: int, root: bool, disk: int) -> list[str]:
         args += ["--cap-drop", "ALL"]
         for cap in ("SETUID", "SETGID", "KILL", "CHOWN", "DAC_OVERRIDE", "FOWNER"):
             args += ["--cap-add", f"CAP_{cap}"]
-        uid = _UID_BASE + slot
     else:
         args += ["--cap-drop", "ALL"]
-        uid = -1
     return [*args, "--", python, "-I", "-S", "/opt/referee/_zygote.py", str(uid), "/work", "1"]
 
 
@@ -149,19 +149,28 @@ class LocalSandbox(WorkerPool):
 
     # -- workers ----------------------------------------------------------------------------
 
-    def _argv(self, slot: int, limits: Limits) -> list[str]:
+    def _argv(self, slot: int, limits: Limits, uid: int) -> list[str]:
         if self.mode == "bwrap":
-            return _bwrap_args(self.python, slot, self.root, limits.disk_bytes)
+            return _bwrap_args(self.python, uid, self.root, limits.disk_bytes)
         if self._tmp is None:
             self._tmp = tempfile.mkdtemp(prefix="referee-sandbox-")
             os.chmod(self._tmp, 0o711)
         work = os.path.join(self._tmp, f"slot{slot}")
         os.makedirs(work, mode=0o711, exist_ok=True)
-        uid = _UID_BASE + slot if self.root else -1
         return [self.python, "-I", "-S", str(_HERE / "_zygote.py"), str(uid), work, "0"]
 
     def _spawn(self, slot: int, limits: Limits) -> Worker:
-        return ProcessWorker(self._argv(slot, limits), slot)
+        # As root each worker's jobs get a uid of their own, claimed host-wide; otherwise the
+        # jobs run as our own uid inside bubblewrap's user namespace (-1: no switch).
+        claim = claim_uid(_UID_BASE) if self.root else None
+        try:
+            worker = ProcessWorker(self._argv(slot, limits, claim.uid if claim else -1), slot)
+        except BaseException:
+            if claim is not None:
+                claim.release()
+            raise
+        worker.claim = claim
+        return worker
 
     def close(self) -> None:
         """Stop every idle worker (busy ones stop when their job ends)."""

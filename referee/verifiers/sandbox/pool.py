@@ -15,6 +15,7 @@ from typing import Any
 
 from referee.verifiers.sandbox import _wire
 from referee.verifiers.sandbox.base import Job, Limits, ProgramError, RunResult, SandboxError
+from referee.verifiers.sandbox.uids import UidClaim
 
 __all__ = ["ProcessWorker", "Worker", "WorkerPool"]
 
@@ -30,6 +31,14 @@ class Worker:
     in_fd: int
     out: _wire.Channel
     jobs: int = 0
+    claim: UidClaim | None = None  # the uid its jobs run as, released when it retires
+
+    def retire(self) -> None:
+        """Close the worker and give back its uid."""
+        self.close()
+        if self.claim is not None:
+            self.claim.release()
+            self.claim = None
 
     def ping(self) -> None:
         """Wait for the zygote to answer. Raises SandboxError with what went wrong."""
@@ -195,7 +204,7 @@ class WorkerPool:
         worker.jobs += 1
         worn = self.recycle_after is not None and worker.jobs >= self.recycle_after
         if broken or worn:
-            worker.close()
+            worker.retire()
             with self._lock:
                 self._slots.append(worker.slot)
         else:
@@ -245,7 +254,7 @@ class WorkerPool:
                 worker = self._idle.get_nowait()
             except queue.Empty:
                 break
-            worker.close()
+            worker.retire()
             with self._lock:
                 self._slots.append(worker.slot)
 

@@ -9,13 +9,15 @@ import pytest
 from referee.verifiers.sandbox import LocalSandbox
 from referee.verifiers.sandbox.local import bwrap_problem
 from referee.verifiers.sandbox.pool import WorkerPool
+from referee.verifiers.sandbox.uids import claimed
 
 MODES = ["bwrap", "process", "docker"]
 
 
-def sandbox_processes() -> list[int]:
-    """Live host processes of a sandbox slot uid (60000 and up), the workers themselves aside;
-    zombies run nothing."""
+def sandbox_processes(uids: set[int] | None = None) -> list[int]:
+    """Live host processes of the sandbox uids this process holds (or `uids`), the workers
+    themselves aside; zombies run nothing."""
+    uids = claimed() if uids is None else uids
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -28,7 +30,7 @@ def sandbox_processes() -> list[int]:
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
         uid = int(fields.get("Uid", "0").split()[0])
         zombie = fields.get("State", "").strip().startswith("Z")
-        if 60000 <= uid < 62000 and not zombie and b"_zygote.py" not in cmdline:
+        if uid in uids and not zombie and b"_zygote.py" not in cmdline:
             found.append(int(entry.name))
     return found
 
@@ -49,5 +51,6 @@ def sandbox(request: pytest.FixtureRequest) -> Iterator[WorkerPool]:
             pytest.skip("the process fallback drops to a slot uid only as root")
         box = LocalSandbox(workers=2, isolation=mode)
     yield box
+    uids = claimed()
     box.close()
-    assert sandbox_processes() == []
+    assert sandbox_processes(uids) == []
