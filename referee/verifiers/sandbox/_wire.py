@@ -26,12 +26,16 @@ class WireError(Exception):
     """A frame or value that does not follow the protocol."""
 
 
-def write_frame(fd: int, payload: Any) -> None:
+def frame_bytes(payload: Any) -> bytes:
+    """`payload` as one frame: a 4-byte length, then JSON."""
     data = json.dumps(payload, separators=(",", ":")).encode("utf-8")
     if len(data) > MAX_FRAME:
         raise WireError(f"frame of {len(data)} bytes is over the limit")
-    buf = _HEADER.pack(len(data)) + data
-    view = memoryview(buf)
+    return _HEADER.pack(len(data)) + data
+
+
+def write_frame(fd: int, payload: Any) -> None:
+    view = memoryview(frame_bytes(payload))
     while view:
         written = os.write(fd, view)
         view = view[written:]

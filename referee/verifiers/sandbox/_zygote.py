@@ -66,17 +66,26 @@ def _warm_up() -> None:
     gc.freeze()
 
 
-def _setup_channels(socket_path: str | None) -> None:
-    """The host channel on IN_FD/OUT_FD: stdin/stdout, or a unix socket the host listens on
-    (a container's stdio goes through the engine's multiplexed stream; a socket does not)."""
-    if socket_path:
+SOCK: Any = None  # the host channel as a socket, when it is one: it can carry file descriptors
+
+
+def _setup_channels(channel: str | None) -> None:
+    """The host channel on IN_FD/OUT_FD: stdin/stdout, an inherited socket (``fd:N``), or a
+    unix socket the host listens on (a path: a container's stdio goes through the engine's
+    multiplexed stream; a socket does not)."""
+    global SOCK
+    if channel:
         import socket
 
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.connect(socket_path)
+        if channel.startswith("fd:"):
+            sock = socket.socket(fileno=int(channel[3:]))
+        else:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(channel)
         os.dup2(sock.fileno(), IN_FD)
         os.dup2(sock.fileno(), OUT_FD)
         sock.close()
+        SOCK = socket.socket(fileno=IN_FD)
     else:
         os.dup2(0, IN_FD)
         os.dup2(1, OUT_FD)
@@ -178,6 +187,7 @@ class Job:
         self.started = time.monotonic()
         self.deadline = self.started + self.limits["wall_seconds"]
         self.resp: _wire.Channel | None = None
+        self.direct = False  # the host holds the call pipes (see handover)
 
     # -- setup ------------------------------------------------------------------------------
 
@@ -390,7 +400,8 @@ class Job:
         if self.req_fd >= 0:
             os.close(self.req_fd)
             self.req_fd = -1
-        if self.resp is not None:
+        if self.resp is not None or self.direct:
+            # A served program ends when its input closes; give it a moment, then kill it.
             self.deadline = min(self.deadline, time.monotonic() + 0.5)
         self.wait()
         self.kill()
@@ -418,6 +429,19 @@ class Job:
             "stderr_truncated": self.err_cut,
             "wall_time": wall,
         }
+
+    def handover(self, loaded: dict[str, Any]) -> None:
+        """Send the "loaded" reply with the job's call pipes attached, and let go of them."""
+        import socket
+
+        assert self.resp is not None  # a serving job has its response channel
+        data = _wire.frame_bytes(loaded)
+        socket.send_fds(SOCK, [data], [self.req_fd, self.resp.fd])
+        os.close(self.req_fd)
+        os.close(self.resp.fd)
+        self.req_fd = -1
+        self.resp = None
+        self.direct = True
 
     def cleanup(self) -> None:
         """Kill what the job left behind and remove its files, before the result is sent: when
@@ -509,11 +533,11 @@ def main() -> None:
     _warm_up()
     _setup_channels(socket_path)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    serving = None
+    host = _wire.Channel(IN_FD)
+    serving: Job | None = None
     while True:
-        try:
-            msg = _wire.read_frame(IN_FD)
-        except EOFError:
+        msg = _next_message(host, serving)
+        if msg is None:
             return
         op = msg.get("op")
         reply: dict[str, Any]
@@ -531,6 +555,11 @@ def main() -> None:
                 job.spawn(serve=True)
                 reply = job.await_frame(job.deadline)
                 serving = job
+                if msg.get("direct") and SOCK is not None and "loaded" in reply:
+                    # Hand the host the job's request and response pipes: its calls then go
+                    # straight to the job, and we only drain output and watch the clock.
+                    job.handover(reply)
+                    continue
             elif op == "call":
                 reply = serving.call(msg) if serving else {"error": "no program", "dead": True}
             elif op == "finish":
@@ -541,6 +570,33 @@ def main() -> None:
         except Exception as exc:
             reply = {"error": f"worker: {type(exc).__name__}: {exc}", "worker_error": True}
         _wire.write_frame(OUT_FD, reply)
+
+
+def _next_message(host: _wire.Channel, serving: Job | None) -> Any:
+    """The host's next message (None once it has gone), meanwhile draining a served job's
+    output and killing it when its time is up."""
+    while True:
+        msg = host.pop()
+        if msg is not None:
+            return msg
+        if host.closed:
+            return None
+        fds = [host.fd]
+        timeout = None
+        live = serving is not None and serving.direct and serving.status is None
+        if live and serving is not None:
+            fds += [fd for fd in (serving.out_fd, serving.err_fd) if fd >= 0]
+            timeout = max(0.0, serving.deadline - time.monotonic())
+        ready, _, _ = select.select(fds, [], [], timeout)
+        if host.fd in ready:
+            host.feed()
+        if live and serving is not None:
+            if any(fd != host.fd for fd in ready):
+                serving._drain(0)
+            if time.monotonic() >= serving.deadline:
+                serving.timed_out = True
+                serving.kill()
+            serving._reap_child()
 
 
 if __name__ == "__main__":

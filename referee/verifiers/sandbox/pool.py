@@ -5,8 +5,10 @@ from __future__ import annotations
 import base64
 import contextlib
 import logging
+import os
 import queue
 import select
+import socket
 import subprocess
 import tempfile
 import threading
@@ -32,6 +34,7 @@ class Worker:
     out: _wire.Channel
     jobs: int = 0
     claim: UidClaim | None = None  # the uid its jobs run as, released when it retires
+    sock: socket.socket | None = None  # the channel, when it can carry file descriptors
 
     def retire(self) -> None:
         """Close the worker and give back its uid."""
@@ -72,6 +75,29 @@ class Worker:
             if ready and not self.out.feed():
                 raise EOFError("the sandbox worker exited")
 
+    def receive_with_fds(self, timeout: float) -> tuple[dict[str, Any], list[int]]:
+        """Like `receive`, keeping file descriptors that come with the frame."""
+        if self.sock is None:
+            return self.receive(timeout), []
+        fds: list[int] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            frame = self.out.pop()
+            if frame is not None:
+                return frame, fds
+            left = deadline - time.monotonic()
+            if left <= 0:
+                for fd in fds:
+                    os.close(fd)
+                raise TimeoutError(f"no reply from the sandbox worker within {timeout:.0f}s")
+            ready, _, _ = select.select([self.sock], [], [], left)
+            if ready:
+                data, more, _, _ = socket.recv_fds(self.sock, 1 << 20, 4)
+                fds += more
+                if not data:
+                    raise EOFError("the sandbox worker exited")
+                self.out.buf += data
+
     def close(self) -> None:
         raise NotImplementedError
 
@@ -82,16 +108,25 @@ class ProcessWorker(Worker):
     def __init__(self, argv: list[str], slot: int) -> None:
         self.slot = slot
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
+        # A socketpair rather than stdin/stdout pipes: a socket can hand the host the pipes of
+        # a served program, so calls skip the relay through the zygote.
+        ours, theirs = socket.socketpair()
         try:
             self.proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, close_fds=True
+                [*argv, f"fd:{theirs.fileno()}"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=self.log,
+                pass_fds=[theirs.fileno()],
             )
         except OSError as exc:
+            ours.close()
             raise SandboxError(f"cannot start the sandbox worker: {exc}") from None
-        assert self.proc.stdin is not None
-        assert self.proc.stdout is not None
-        self.out = _wire.Channel(self.proc.stdout.fileno())
-        self.in_fd = self.proc.stdin.fileno()
+        finally:
+            theirs.close()
+        self.sock = ours
+        self.in_fd = ours.fileno()
+        self.out = _wire.Channel(self.in_fd)
         self.ping()
 
     def stderr(self) -> str:
@@ -106,9 +141,9 @@ class ProcessWorker(Worker):
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             logger.warning("sandbox worker %s did not exit after SIGKILL", self.proc.pid)
-        for stream in (self.proc.stdin, self.proc.stdout):
-            if stream is not None:
-                stream.close()
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
         self.log.close()
 
 
@@ -273,15 +308,19 @@ class _Session:
         self._dead: str | None = None
         self._result: RunResult | None = None
         self._names: list[str] | None = None
+        # Direct: the zygote hands us the program's call pipes (over a socket channel).
+        self._direct = worker.sock is not None
+        self._req_fd = -1
+        self._resp: _wire.Channel | None = None
         # Sent now, answered when first needed: the caller can prepare while the program loads.
-        self._send({"op": "start", "job": _job_wire(job, "python")})
+        self._send({"op": "start", "job": _job_wire(job, "python"), "direct": self._direct})
 
     @property
     def names(self) -> list[str]:
         """The functions (callables) the program defines, once it has loaded."""
         if self._names is None:
             self._names = []
-            reply = self._receive()
+            reply = self._receive_loaded()
             if "loaded" in reply:
                 self._names = [str(n) for n in reply["loaded"]]
             else:
@@ -316,6 +355,57 @@ class _Session:
             raise SandboxError(str(reply.get("error")))
         return reply
 
+    def _receive_loaded(self) -> dict[str, Any]:
+        worker = self._worker
+        if not self._direct or worker is None:
+            return self._receive()
+        try:
+            reply, fds = worker.receive_with_fds(self._limits.wall_seconds + GRACE)
+        except (EOFError, OSError) as exc:
+            self._release(broken=True)
+            self._result = _worker_died(self._started, str(exc))
+            return {"error": f"the program took its worker down: {exc}", "dead": True}
+        except (TimeoutError, _wire.WireError) as exc:
+            self._release(broken=True)
+            raise SandboxError(f"the sandbox worker stopped answering: {exc}") from None
+        if len(fds) == 2:
+            self._req_fd, self._resp = fds[0], _wire.Channel(fds[1])
+        else:
+            for fd in fds:
+                os.close(fd)
+        return reply
+
+    def _call_direct(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """One call over the program's own pipes, with the call's time limit."""
+        assert self._resp is not None  # direct sessions have the response pipe
+        try:
+            _wire.write_frame(self._req_fd, payload)
+        except OSError:
+            return {"error": "the program exited", "dead": True}
+        timeout = self._call_timeout or self._limits.wall_seconds
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                frame = self._resp.pop()
+            except _wire.WireError as exc:
+                return {"error": f"protocol violation: {exc}", "dead": True}
+            if frame is not None:
+                return frame  # type: ignore[no-any-return]
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return {"error": "timed out", "dead": True}
+            ready, _, _ = select.select([self._resp.fd], [], [], left)
+            if ready and not self._resp.feed():
+                return {"error": "the program exited", "dead": True}
+
+    def _close_direct(self) -> None:
+        if self._req_fd >= 0:
+            os.close(self._req_fd)
+            self._req_fd = -1
+        if self._resp is not None:
+            os.close(self._resp.fd)
+            self._resp = None
+
     def _release(self, broken: bool) -> None:
         if self._worker is not None:
             self._sandbox._checkin(self._worker, broken)
@@ -328,6 +418,7 @@ class _Session:
         return self._dead
 
     def call(self, fn: str, args: list[Any], kwargs: dict[str, Any] | None = None) -> Any:
+        self.names  # noqa: B018 - the load reply (and, direct, the call pipes) come first
         if self._dead is not None:
             raise ProgramError(self._dead, dead=True)
         try:
@@ -338,7 +429,10 @@ class _Session:
             }
         except _wire.WireError as exc:
             raise ProgramError(f"cannot send the arguments: {exc}") from None
-        reply = self._request({"op": "call", **payload, "timeout": self._call_timeout})
+        if self._resp is not None:
+            reply = self._call_direct(payload)
+        else:
+            reply = self._request({"op": "call", **payload, "timeout": self._call_timeout})
         if "ok" in reply:
             try:
                 return _wire.decode(reply["ok"])
@@ -349,6 +443,8 @@ class _Session:
         raise ProgramError(str(reply.get("error")), dead=bool(reply.get("dead")))
 
     def close(self) -> RunResult:
+        self.names  # noqa: B018 - the load reply (and the pipes) come first
+        self._close_direct()  # the program sees its input close and exits
         if self._result is None:
             reply = self._request({"op": "finish"})
             if self._worker is not None:

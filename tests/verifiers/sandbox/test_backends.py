@@ -258,3 +258,23 @@ def test_session_call_timeout(sandbox: WorkerPool) -> None:
         with pytest.raises(ProgramError):
             s.call("f", [])  # dead after a timeout
     assert sandbox_processes() == []
+
+
+def test_session_chatty_program_does_not_block(sandbox: WorkerPool) -> None:
+    # 200 KB of output per call overflows a pipe: the worker must drain it while we call.
+    source = "def f(i):\n    print('x' * 200_000)\n    return i\n"
+    limits = Limits(wall_seconds=10, cpu_seconds=10, output_bytes=4 << 20)
+    with sandbox.session(Job(source=source, limits=limits), call_timeout=5) as s:
+        assert [s.call("f", [i]) for i in range(5)] == list(range(5))
+        result = s.close()
+    assert len(result.stdout) == 5 * 200_001
+
+
+def test_session_output_flood_kills_the_program(sandbox: WorkerPool) -> None:
+    source = "import sys\ndef f():\n    while True:\n        sys.stdout.write('y' * 65536)\n"
+    with sandbox.session(Job(source=source, limits=FAST), call_timeout=5) as s:
+        with pytest.raises(ProgramError):
+            s.call("f", [])
+        result = s.close()
+    assert result.stdout_truncated and len(result.stdout) <= FAST.output_bytes
+    assert sandbox_processes() == []
