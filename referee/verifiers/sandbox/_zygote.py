@@ -188,6 +188,7 @@ class Job:
         self.deadline = self.started + self.limits["wall_seconds"]
         self.resp: _wire.Channel | None = None
         self.direct = False  # the host holds the call pipes (see handover)
+        self.pidfd = -1
 
     # -- setup ------------------------------------------------------------------------------
 
@@ -228,6 +229,10 @@ class Job:
             if fd >= 0:
                 os.close(fd)
         self.pid = pid
+        try:
+            self.pidfd = os.pidfd_open(pid)
+        except (AttributeError, OSError):  # Python < 3.9 or Linux < 5.3: poll instead
+            self.pidfd = -1
         self.out_fd, self.err_fd = out_r, err_r
         self.req_fd = req_w
         self.resp = _wire.Channel(resp_r) if serve else None
@@ -287,13 +292,15 @@ class Job:
         fds = [fd for fd in (self.out_fd, self.err_fd) if fd >= 0]
         if self.resp is not None and not self.resp.closed:
             fds.append(self.resp.fd)
+        if self.pidfd >= 0 and self.status is None:
+            fds.append(self.pidfd)  # readable the moment the job exits: no polling sleep
         if not fds:
-            time.sleep(min(timeout, 0.01))
+            time.sleep(min(timeout, 0.001))
             return []
         ready, _, _ = select.select(fds, [], [], max(0.0, timeout))
         cap = self.limits["output_bytes"]
         for fd in ready:
-            if fd == self.out_fd or fd == self.err_fd:
+            if fd == self.out_fd or fd == self.err_fd:  # (the pidfd needs no reading)
                 chunk = os.read(fd, 1 << 16)
                 is_out = fd == self.out_fd
                 if not chunk:
@@ -447,7 +454,7 @@ class Job:
         """Kill what the job left behind and remove its files, before the result is sent: when
         the host hears that a job ended, nothing of it is left."""
         _kill_all_others(self.uid)
-        for fd in (self.out_fd, self.err_fd):
+        for fd in (self.out_fd, self.err_fd, self.pidfd):
             if fd >= 0:
                 os.close(fd)
         if self.resp is not None:
@@ -585,7 +592,7 @@ def _next_message(host: _wire.Channel, serving: Job | None) -> Any:
         timeout = None
         live = serving is not None and serving.direct and serving.status is None
         if live and serving is not None:
-            fds += [fd for fd in (serving.out_fd, serving.err_fd) if fd >= 0]
+            fds += [fd for fd in (serving.out_fd, serving.err_fd, serving.pidfd) if fd >= 0]
             timeout = max(0.0, serving.deadline - time.monotonic())
         ready, _, _ = select.select(fds, [], [], timeout)
         if host.fd in ready:
