@@ -82,10 +82,12 @@ def _setup_channels(channel: str | None) -> None:
         else:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.connect(channel)
-        os.dup2(sock.fileno(), IN_FD)
-        os.dup2(sock.fileno(), OUT_FD)
-        sock.close()
-        SOCK = socket.socket(fileno=IN_FD)
+        fd = sock.detach()
+        os.dup2(fd, IN_FD)
+        os.dup2(fd, OUT_FD)
+        if fd not in (IN_FD, OUT_FD):  # it may already be one of them: then keep it
+            os.close(fd)
+        SOCK = socket.socket(fileno=os.dup(IN_FD))
     else:
         os.dup2(0, IN_FD)
         os.dup2(1, OUT_FD)
@@ -536,7 +538,11 @@ def main() -> None:
     WORK = sys.argv[2]
     ISOLATED = sys.argv[3] == "1"
     socket_path = sys.argv[4] if len(sys.argv) > 4 else None
-    _become_subreaper()
+    if not ISOLATED:
+        # In a pid namespace of our own, orphans already go to its init (bwrap's, or us as a
+        # container's PID 1); only a plain host process needs to ask for them. Skipping it
+        # keeps ctypes out of the zygote: a smaller process forks faster.
+        _become_subreaper()
     _warm_up()
     _setup_channels(socket_path)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)

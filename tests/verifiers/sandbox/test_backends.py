@@ -278,3 +278,37 @@ def test_session_output_flood_kills_the_program(sandbox: WorkerPool) -> None:
         result = s.close()
     assert result.stdout_truncated and len(result.stdout) <= FAST.output_bytes
     assert sandbox_processes() == []
+
+
+CHANNEL_ON_FD = """
+import os, socket, subprocess, sys
+sys.path.insert(0, sys.argv[1])
+import _wire
+target = int(sys.argv[2])
+ours, theirs = socket.socketpair()
+os.dup2(theirs.fileno(), target)
+if theirs.fileno() != target:
+    theirs.close()
+zygote = sys.argv[1] + "/_zygote.py"
+argv = ["/usr/bin/python3", "-I", "-S", zygote, "-1", "/tmp", "0", f"fd:{target}"]
+proc = subprocess.Popen(argv, pass_fds=[target])
+os.close(target)
+_wire.write_frame(ours.fileno(), {"op": "ping"})
+print(_wire.read_frame(ours.fileno())["pong"] > 0)
+ours.close()
+proc.wait(10)
+"""
+
+
+@pytest.mark.parametrize("target", [10, 11])
+def test_worker_channel_on_the_zygotes_own_fd_numbers(target: int) -> None:
+    # A worker's inherited socket can land on fd 10 or 11, the numbers the zygote moves its
+    # channel to; it used to close its own channel then (two workers starting at once). In a
+    # child process, so the fd juggling cannot touch this one's files.
+    from referee.verifiers.sandbox.local import _HERE
+
+    done = subprocess.run(
+        [sys.executable, "-c", CHANNEL_ON_FD, str(_HERE), str(target)],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert done.stdout.strip() == "True", done.stderr[-800:]
