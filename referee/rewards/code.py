@@ -68,17 +68,30 @@ def extract_code(text: str, language: str = "python") -> str:
     return blocks[-1] if blocks else text
 
 
-def _sandbox_for(reward: PythonTests | IoTests | PytestTests) -> Sandbox:
-    """The shared sandbox a reward's options name; a `sandbox` Failure if it cannot start."""
-    try:
-        return get_sandbox(
-            reward.backend,
-            workers=reward.workers,
-            isolation=reward.isolation,
-            runtime=reward.runtime,
-        )
-    except SandboxError as exc:
-        raise _SandboxFailure(str(exc)) from None
+@dataclass(kw_only=True)
+class _Sandboxed(AsyncReward):
+    """What the code rewards share: the sandbox options, and grading in a thread."""
+
+    backend: Backend = "local"
+    isolation: Isolation = "auto"
+    runtime: str | None = None
+    workers: int | None = None
+
+    async def evaluate(self, rollout: Rollout) -> Score:
+        return await asyncio.to_thread(self.grade, rollout)
+
+    def grade(self, rollout: Rollout) -> Score:
+        """Score one rollout, blocking (what `evaluate` runs in a thread)."""
+        raise NotImplementedError
+
+    def sandbox(self) -> Sandbox:
+        """The shared sandbox these options name; a `sandbox` Failure if it cannot start."""
+        try:
+            return get_sandbox(
+                self.backend, workers=self.workers, isolation=self.isolation, runtime=self.runtime
+            )
+        except SandboxError as exc:
+            raise _SandboxFailure(str(exc)) from None
 
 
 def _limits(timeout: float, memory_mb: int) -> Limits:
@@ -155,7 +168,7 @@ def _compile_prompt(prompt: str) -> Any:
 
 @register("python_tests")
 @dataclass(kw_only=True)
-class PythonTests(AsyncReward):
+class PythonTests(_Sandboxed):
     """HumanEval/MBPP-style tests against the completion's code, graded outside the sandbox.
 
     ``rollout.reference`` is ``{"test": code, "entry_point": name}``, optionally with
@@ -178,18 +191,11 @@ class PythonTests(AsyncReward):
     timeout: float = 10.0
     call_timeout: float = 5.0
     memory_mb: int = 1024
-    backend: Backend = "local"
-    isolation: Isolation = "auto"
-    runtime: str | None = None
-    workers: int | None = None
     name: str = "python_tests"
 
     def __post_init__(self) -> None:
         if self.timeout <= 0 or self.call_timeout <= 0:
             raise ValueError("timeout and call_timeout must be positive")
-
-    async def evaluate(self, rollout: Rollout) -> Score:
-        return await asyncio.to_thread(self.grade, rollout)
 
     def grade(self, rollout: Rollout) -> Score:
         """Score one rollout, blocking (what `evaluate` runs in a thread)."""
@@ -209,7 +215,7 @@ class PythonTests(AsyncReward):
         prompt = raw_prompt if isinstance(raw_prompt, str) else None
         if prompt and not re.search(rf"^\s*def\s+{re.escape(entry)}\s*\(", code, re.MULTILINE):
             code = prompt + code  # a HumanEval completion continues the prompt's signature
-        sandbox = _sandbox_for(self)
+        sandbox = self.sandbox()
         limits = _limits(self.timeout, self.memory_mb)
         try:
             session = sandbox.session(
@@ -356,7 +362,7 @@ def _same_output(got: str, want: str, float_tol: float | None) -> bool:
 
 @register("io_tests")
 @dataclass(kw_only=True)
-class IoTests(AsyncReward):
+class IoTests(_Sandboxed):
     """Stdin/stdout cases: each case's input is fed to the program, its output compared here.
 
     ``rollout.reference`` is ``{"cases": [{"stdin", "stdout"}]}``, or ``{"inputs": [...],
@@ -383,10 +389,6 @@ class IoTests(AsyncReward):
     timeout: float = 5.0
     memory_mb: int = 1024
     stop_on_failure: bool = False
-    backend: Backend = "local"
-    isolation: Isolation = "auto"
-    runtime: str | None = None
-    workers: int | None = None
     name: str = "io_tests"
 
     def _job(self, code: str, stdin: str) -> Job:
@@ -400,14 +402,11 @@ class IoTests(AsyncReward):
             )
         return Job(command=("bash", "main.sh"), files={"main.sh": code}, stdin=data, limits=limits)
 
-    async def evaluate(self, rollout: Rollout) -> Score:
-        return await asyncio.to_thread(self.grade, rollout)
-
     def grade(self, rollout: Rollout) -> Score:
         """Score one rollout, blocking (what `evaluate` runs in a thread)."""
         cases = _cases_of(rollout.reference)
         code = extract_code(rollout.completion_text, self.language)
-        sandbox = _sandbox_for(self)
+        sandbox = self.sandbox()
         passed = 0
         notes: list[str] = []
         stop = self.stop_on_failure or self.scoring == "all"
@@ -479,7 +478,7 @@ def _junit_outcomes(xml: str) -> tuple[int, int, list[str]]:
 
 @register("pytest_tests")
 @dataclass(kw_only=True)
-class PytestTests(AsyncReward):
+class PytestTests(_Sandboxed):
     """Repository-style tasks: a solution file and a pytest file, run by pytest in the sandbox.
 
     ``rollout.reference`` is ``{"tests": "<pytest code>"}``, optionally with ``"test_file"``
@@ -505,14 +504,7 @@ class PytestTests(AsyncReward):
     scoring: Scoring = "fraction"
     timeout: float = 30.0
     memory_mb: int = 2048
-    backend: Backend = "local"
-    isolation: Isolation = "auto"
-    runtime: str | None = None
-    workers: int | None = None
     name: str = "pytest_tests"
-
-    async def evaluate(self, rollout: Rollout) -> Score:
-        return await asyncio.to_thread(self.grade, rollout)
 
     def _check_pytest(self, sandbox: Sandbox) -> None:
         key = id(sandbox)
@@ -548,7 +540,7 @@ class PytestTests(AsyncReward):
             f"{pytest} {shlex.quote(test_file)} >/dev/null 2>&1;"
             f" printf '\\n%s\\n' {nonce}; cat .report.xml 2>/dev/null"
         )
-        sandbox = _sandbox_for(self)
+        sandbox = self.sandbox()
         try:
             self._check_pytest(sandbox)
             limits = Limits(

@@ -241,14 +241,9 @@ class DockerSandbox(WorkerPool):
             raise SandboxError(f"cannot start a sandbox container: {exc}") from None
 
     def _spawn(self, slot: int, limits: Limits) -> Worker:
-        claim = claim_uid(_UID_BASE)
-        try:
-            worker = _ContainerWorker(self, slot, limits, claim.uid)
-        except BaseException:
-            claim.release()
-            raise
-        worker.claim = claim
-        return worker
+        return self._with_uid(
+            claim_uid(_UID_BASE), lambda uid: _ContainerWorker(self, slot, limits, uid)
+        )
 
     def close(self) -> None:
         super().close()

@@ -163,14 +163,7 @@ class LocalSandbox(WorkerPool):
         # As root each worker's jobs get a uid of their own, claimed host-wide; otherwise the
         # jobs run as our own uid inside bubblewrap's user namespace (-1: no switch).
         claim = claim_uid(_UID_BASE) if self.root else None
-        try:
-            worker = ProcessWorker(self._argv(slot, limits, claim.uid if claim else -1), slot)
-        except BaseException:
-            if claim is not None:
-                claim.release()
-            raise
-        worker.claim = claim
-        return worker
+        return self._with_uid(claim, lambda uid: ProcessWorker(self._argv(slot, limits, uid), slot))
 
     def close(self) -> None:
         """Stop every idle worker (busy ones stop when their job ends)."""

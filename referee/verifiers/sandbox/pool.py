@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from referee.verifiers.sandbox import _wire
@@ -219,6 +220,19 @@ class WorkerPool:
     def _spawn(self, slot: int, limits: Limits) -> Worker:
         raise NotImplementedError
 
+    @staticmethod
+    def _with_uid(claim: UidClaim | None, start: Callable[[int], Worker]) -> Worker:
+        """Start a worker whose jobs run as the claimed uid (-1: none); a worker that does not
+        start gives its uid back."""
+        try:
+            worker = start(claim.uid if claim is not None else -1)
+        except BaseException:
+            if claim is not None:
+                claim.release()
+            raise
+        worker.claim = claim
+        return worker
+
     def _checkout(self, limits: Limits) -> Worker:
         try:
             return self._idle.get_nowait()
@@ -330,44 +344,40 @@ class _Session:
     def _request(self, message: dict[str, Any]) -> dict[str, Any]:
         self.names  # noqa: B018 - the load reply comes first
         self._send(message)
-        return self._receive()
+        return self._receive()[0]
 
     def _send(self, message: dict[str, Any]) -> None:
         if self._worker is not None:
             with contextlib.suppress(OSError):  # the worker is gone; _receive reports it
                 _wire.write_frame(self._worker.in_fd, message)
 
-    def _receive(self) -> dict[str, Any]:
+    def _receive(self, with_fds: bool = False) -> tuple[dict[str, Any], list[int]]:
+        """The worker's next reply (and descriptors sent with it), its failures mapped: a
+        worker the program took down is the program's failure; one that stops answering is
+        the sandbox's."""
         worker = self._worker
         if worker is None:
-            return {"error": "the session is closed", "dead": True}
+            return {"error": "the session is closed", "dead": True}, []
+        timeout = self._limits.wall_seconds + GRACE
         try:
-            reply = worker.receive(timeout=self._limits.wall_seconds + GRACE)
+            if with_fds:
+                reply, fds = worker.receive_with_fds(timeout)
+            else:
+                reply, fds = worker.receive(timeout), []
         except (EOFError, OSError) as exc:
             self._release(broken=True)
             self._result = _worker_died(self._started, str(exc))
-            return {"error": f"the program took its worker down: {exc}", "dead": True}
+            return {"error": f"the program took its worker down: {exc}", "dead": True}, []
         except (TimeoutError, _wire.WireError) as exc:
             self._release(broken=True)
             raise SandboxError(f"the sandbox worker stopped answering: {exc}") from None
         if reply.get("worker_error"):
             self._release(broken=True)
             raise SandboxError(str(reply.get("error")))
-        return reply
+        return reply, fds
 
     def _receive_loaded(self) -> dict[str, Any]:
-        worker = self._worker
-        if not self._direct or worker is None:
-            return self._receive()
-        try:
-            reply, fds = worker.receive_with_fds(self._limits.wall_seconds + GRACE)
-        except (EOFError, OSError) as exc:
-            self._release(broken=True)
-            self._result = _worker_died(self._started, str(exc))
-            return {"error": f"the program took its worker down: {exc}", "dead": True}
-        except (TimeoutError, _wire.WireError) as exc:
-            self._release(broken=True)
-            raise SandboxError(f"the sandbox worker stopped answering: {exc}") from None
+        reply, fds = self._receive(with_fds=self._direct)
         if len(fds) == 2:
             self._req_fd, self._resp = fds[0], _wire.Channel(fds[1])
         else:
