@@ -81,7 +81,9 @@ def _get_pool() -> concurrent.futures.ProcessPoolExecutor:
         if _pool is None:
             workers = max(1, min(4, os.cpu_count() or 1))
             context = multiprocessing.get_context("forkserver")
-            _pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=context)
+            _pool = concurrent.futures.ProcessPoolExecutor(
+                workers, mp_context=context, initializer=_prepare
+            )
         return _pool
 
 
@@ -138,6 +140,13 @@ def _quiet_math_verify() -> None:
 
     math_verify.parser.TIMEOUT_WARNING_SHOWN = True
     math_verify.grader.TIMEOUT_WARNING_SHOWN = True
+
+
+def _prepare() -> None:
+    """Import math-verify (and build its parsers) before any deadline starts: a first import
+    takes a good part of a second, and must not count against the first check's time."""
+    _quiet_math_verify()
+    _configs("latex_or_expr")
 
 
 @functools.lru_cache(maxsize=16)
@@ -204,4 +213,6 @@ def verify_math(
         VerifierTimeout: Parsing or comparison ran past `timeout` seconds.
         ValueError: The reference itself cannot be parsed.
     """
+    if _in_main_thread():
+        _prepare()  # workers run it as their initializer
     return call_with_deadline(_verify, timeout, reference, completion, kind, float_rounding, strict)
