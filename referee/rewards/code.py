@@ -32,6 +32,7 @@ from referee.errors import NotApplicable, RewardError
 from referee.registry import register
 from referee.reward import AsyncReward
 from referee.rewards._common import short
+from referee.rewards._plan import Call, plan_calls
 from referee.rollout import Rollout
 from referee.score import Score
 from referee.verifiers.sandbox import (
@@ -148,14 +149,15 @@ class _Remote:
 
 
 @functools.lru_cache(maxsize=512)
-def _compile_test(test: str) -> Any:
-    """The test code with every assert recorded, compiled once per distinct test (the
-    attempts of a GRPO group share theirs)."""
+def _compile_test(test: str, entry: str) -> tuple[Any, list[Call] | None]:
+    """The test code with every assert recorded, and its calls when they can be known in
+    advance (see `_plan`); compiled once per distinct test (a GRPO group shares one)."""
     try:
         tree = ast.parse(test, "<test>")
     except SyntaxError as exc:
         raise NotApplicable(f"the reference test code does not parse: {exc}") from None
-    return compile(_RecordAsserts().visit(tree), "<test>", "exec")
+    plan = plan_calls(tree, entry)
+    return compile(_RecordAsserts().visit(tree), "<test>", "exec"), plan
 
 
 @functools.lru_cache(maxsize=512)
@@ -238,7 +240,7 @@ class PythonTests(_Sandboxed):
         self, session: Any, test_code: str, entry: str, prompt: str | None
     ) -> tuple[_Cases, str | None]:
         # Everything up to session.names runs while the sandbox loads the program.
-        test = _compile_test(test_code)
+        test, plan = _compile_test(test_code, entry)
         cases = _Cases()
         namespace: dict[str, Any] = {"__name__": "__referee_test__"}
         if prompt:
@@ -253,6 +255,8 @@ class PythonTests(_Sandboxed):
             namespace[entry] = _Remote(session, entry)
         namespace["candidate"] = namespace[entry]
         namespace["__referee_assert__"] = cases.check
+        if plan and isinstance(namespace[entry], _Remote):
+            session.pipeline(entry, plan)  # known calls go out at once; replies come in order
         aborted = None
         try:
             exec(test, namespace)

@@ -314,3 +314,15 @@ def test_pytest_missing_in_the_sandbox_is_a_failure(monkeypatch: pytest.MonkeyPa
     s = pytest_grade("def add(a, b):\n    return a + b\n")
     assert s.value is None and s.failure is not None and s.failure.type == "sandbox"
     assert "python3-pytest" in s.failure.message
+
+
+def test_pipelined_and_live_tests_score_alike() -> None:
+    # A stateful candidate: the same asserts, once plannable (pipelined), once in a loop (live).
+    stateful = "calls = 0\ndef f(x):\n    global calls\n    calls += 1\n    return x + calls\n"
+    straight = "def check(c):\n    assert c(0) == 1\n    assert c(0) == 2\n    assert c(5) == 9\n"
+    looped = (
+        "def check(c):\n    for x, want in [(0, 1), (0, 2), (5, 9)]:\n        assert c(x) == want\n"
+    )
+    a = grade(stateful, {"test": straight, "entry_point": "f"})
+    b = grade(stateful, {"test": looped, "entry_point": "f"})
+    assert a.value == b.value == pytest.approx(2 / 3)

@@ -312,3 +312,35 @@ def test_worker_channel_on_the_zygotes_own_fd_numbers(target: int) -> None:
         capture_output=True, text=True, timeout=30, check=False,
     )  # fmt: skip
     assert done.stdout.strip() == "True", done.stderr[-800:]
+
+
+COUNTER = "n = 0\ndef f(x):\n    global n\n    n += 1\n    return [x, n]\n"
+
+
+def test_pipelined_calls_answer_like_live_ones(sandbox: WorkerPool) -> None:
+    with sandbox.session(Job(source=COUNTER, limits=FAST)) as s:
+        sent = s.pipeline("f", [([1], {}), ([2], {}), ([3], {})])  # type: ignore[attr-defined]
+        results = [s.call("f", [x]) for x in (1, 2, 3)]
+        assert results == [[1, 1], [2, 2], [3, 3]]  # the program's state advanced in order
+        assert s.call("f", [4]) == [4, 4]  # then live calls go on from there
+    assert sent == 3  # every backend talks to the program directly
+
+
+def test_leaving_the_plan_drains_it_first(sandbox: WorkerPool) -> None:
+    with sandbox.session(Job(source=COUNTER, limits=FAST)) as s:
+        s.pipeline("f", [([1], {}), ([2], {})])  # type: ignore[attr-defined]
+        # The caller asks for something else: the planned calls still ran (and are not
+        # misattributed), then the live call.
+        assert s.call("f", [9]) == [9, 3]
+
+
+def test_a_hang_inside_a_pipeline_times_out(sandbox: WorkerPool) -> None:
+    source = "def f(x):\n    while x == 2:\n        pass\n    return x\n"
+    with sandbox.session(Job(source=source, limits=FAST), call_timeout=0.5) as s:
+        s.pipeline("f", [([1], {}), ([2], {}), ([3], {})])  # type: ignore[attr-defined]
+        assert s.call("f", [1]) == 1
+        with pytest.raises(ProgramError, match="timed out"):
+            s.call("f", [2])
+        with pytest.raises(ProgramError):
+            s.call("f", [3])
+    assert sandbox_processes() == []
