@@ -24,6 +24,7 @@ import math
 import re
 import secrets
 import shlex
+from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -81,9 +82,9 @@ class _Sandboxed(AsyncReward):
     async def evaluate(self, rollout: Rollout) -> Score:
         return await asyncio.to_thread(self.grade, rollout)
 
+    @abstractmethod
     def grade(self, rollout: Rollout) -> Score:
         """Score one rollout, blocking (what `evaluate` runs in a thread)."""
-        raise NotImplementedError
 
     def sandbox(self) -> Sandbox:
         """The shared sandbox these options name; a `sandbox` Failure if it cannot start."""

@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
@@ -29,7 +30,7 @@ GRACE = 10.0  # seconds the host waits beyond a job's own limit before giving up
 _PIPELINE_BYTES = 32 << 10  # pipelined requests stay well inside a pipe's 64 KiB buffer
 
 
-class Worker:
+class Worker(ABC):
     """One sandboxed zygote and its framed channel; subclasses say how it is started."""
 
     slot: int
@@ -101,8 +102,9 @@ class Worker:
                     raise EOFError("the sandbox worker exited")
                 self.out.buf += data
 
+    @abstractmethod
     def close(self) -> None:
-        raise NotImplementedError
+        """Stop the worker and free what it holds."""
 
 
 class ProcessWorker(Worker):
@@ -199,7 +201,7 @@ def _worker_died(started: float, why: str) -> RunResult:
     )
 
 
-class WorkerPool:
+class WorkerPool(ABC):
     """Runs jobs on a pool of workers; subclasses start the workers.
 
     Args:
@@ -219,8 +221,9 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._slots = list(range(size))
 
+    @abstractmethod
     def _spawn(self, slot: int, limits: Limits) -> Worker:
-        raise NotImplementedError
+        """Start a worker for `slot` (raises SandboxError when it cannot)."""
 
     @staticmethod
     def _with_uid(claim: UidClaim | None, start: Callable[[int], Worker]) -> Worker:
