@@ -6,7 +6,14 @@ import pytest
 
 import referee
 
-PACKAGES = ["referee", "referee.rewards", "referee.rollouts", "referee.report"]
+PACKAGES = [
+    "referee",
+    "referee.rewards",
+    "referee.rollouts",
+    "referee.report",
+    "referee.verifiers.sandbox",
+    "referee.judges",
+]
 
 
 @pytest.mark.parametrize("name", PACKAGES)

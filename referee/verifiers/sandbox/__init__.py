@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import atexit
 import threading
-from typing import Literal
+import typing
 
 from referee.verifiers.sandbox.base import (
     Job,
@@ -36,7 +36,7 @@ __all__ = [
     "get_sandbox",
 ]
 
-Backend = Literal["local", "docker"]
+Backend = typing.Literal["local", "docker"]
 """``local``: bubblewrap namespaces on this machine (`LocalSandbox`). ``docker``: containers on
 a Docker Engine (`referee.verifiers.sandbox.docker.DockerSandbox`; ``pip install
 "referee[docker]"``)."""
