@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import os
+
+# Before anything imports litellm: its cost map comes from the package, not the internet.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import shutil
 import subprocess
 import tempfile

@@ -26,6 +26,14 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "python_tests": {"timeout": 5, "scoring": "all"},
     "io_tests": {"language": "python", "float_tol": 1e-6},
     "pytest_tests": {"timeout": 20, "scoring": "all"},
+    # a closed port and no retries: scoring is a quick, deterministic Failure("judge")
+    "rubric_judge": {
+        "rubric": "helpfulness",
+        "model": "openai/gpt-4.1-mini",
+        "api_base": "http://127.0.0.1:9/v1",
+        "retries": 0,
+        "cache": False,
+    },
 }
 ROLLOUTS = [
     make('{"a": 1, "b": [1]}', {"a": 1, "b": [1]}),

@@ -1,6 +1,12 @@
 """LLM judges: the client every judge call goes through, its cache, and a scripted fake server
 for tests (`referee.judges.testing`). Needs ``pip install "referee[judges]"``."""
 
+import os as _os
+
+# Offline cost map: litellm fetches one from the internet at import otherwise. Set here, before
+# referee could import litellm, unless the user chose otherwise.
+_os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
 from referee.judges.cache import VerdictCache, cache_key, default_cache_path
 from referee.judges.client import (
     BudgetExceeded,
@@ -11,16 +17,22 @@ from referee.judges.client import (
     set_spend_cap,
     spent,
 )
+from referee.judges.rubric import Criterion, Rubric, Scale, available_rubrics, load_rubric
 
 __all__ = [
     "BudgetExceeded",
+    "Criterion",
     "JudgeClient",
     "JudgeError",
     "JudgeTimeout",
+    "Rubric",
+    "Scale",
     "Verdict",
     "VerdictCache",
+    "available_rubrics",
     "cache_key",
     "default_cache_path",
+    "load_rubric",
     "set_spend_cap",
     "spent",
 ]

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ValidationError
 
 from referee.errors import MissingDependency, RewardError
 from referee.judges.cache import VerdictCache, cache_key
-from referee.rewards._extract import parse_json
+from referee.verifiers.jsontext import parse_json
 
 __all__ = [
     "BudgetExceeded",

@@ -3,6 +3,7 @@
 from referee.rewards.code import IoTests, PytestTests, PythonTests
 from referee.rewards.fields import FieldMatch, FieldRule
 from referee.rewards.json import JsonSchema, JsonValid
+from referee.rewards.judge import RubricJudge
 from referee.rewards.length import Length, Repetition
 from referee.rewards.math import MathAnswer
 from referee.rewards.text import Contains, ExactMatch, Format, Regex
@@ -22,4 +23,5 @@ __all__ = [
     "PythonTests",
     "Regex",
     "Repetition",
+    "RubricJudge",
 ]

@@ -2,120 +2,20 @@
 
 from __future__ import annotations
 
-import functools
-import json
 import re
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
+
+from referee.verifiers.jsontext import JsonExtract, ParsedJson, parse_json
 
 __all__ = ["AnswerExtract", "JsonExtract", "ParsedJson", "extract_answer", "parse_json"]
-
-JsonExtract = Literal["strict", "fenced", "first"]
-"""Where the JSON is: the whole completion (``strict``), the first fenced code block
-(``fenced``), or the first JSON object or array anywhere in the text (``first``)."""
 
 AnswerExtract = Literal["full", "last_line", "answer_tag", "boxed", "last_number"]
 """Which part of a completion is the answer: all of it (stripped), its last non-empty line, the
 text of the last ``<answer>...</answer>``, the content of the last ``\\boxed{...}``, or the
 last number in the text."""
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?|[-+]?\.\d+")
-_MAX_FIRST_TRIES = 64  # bounds the scan for "first" so hostile text cannot make it quadratic
-
-
-class _StrictJsonError(ValueError):
-    pass
-
-
-def _no_constants(name: str) -> Any:
-    raise _StrictJsonError(f"{name} is not valid JSON")
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise _StrictJsonError(f"duplicate key {key!r}")
-            seen.add(key)
-    return out
-
-
-# NaN/Infinity and duplicate keys are rejected: they are not portable JSON, and a duplicate key
-# lets a completion say two things at once to two different readers.
-_DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys, parse_constant=_no_constants)
-
-
-@dataclass(frozen=True, slots=True)
-class ParsedJson:
-    """The outcome of parsing: `value` when `ok`, else `error` says where parsing failed."""
-
-    ok: bool
-    value: Any = None
-    error: str | None = None
-
-
-def _decode(text: str, start: int = 0) -> tuple[Any, int]:
-    try:
-        return _DECODER.raw_decode(text, start)
-    except json.JSONDecodeError as exc:
-        raise _StrictJsonError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    except RecursionError:
-        raise _StrictJsonError("nested too deeply to parse") from None
-
-
-def _parse_strict(text: str) -> ParsedJson:
-    stripped = text.strip()
-    if not stripped:
-        return ParsedJson(False, error="empty completion")
-    try:
-        value, end = _decode(stripped)
-    except _StrictJsonError as exc:
-        return ParsedJson(False, error=str(exc))
-    if end != len(stripped):
-        return ParsedJson(False, error=f"extra text after the JSON value at character {end}")
-    return ParsedJson(True, value)
-
-
-def _parse_first(text: str) -> ParsedJson:
-    first_error = "no JSON object or array in the text"
-    tries = 0
-    pos = 0
-    while tries < _MAX_FIRST_TRIES:
-        brace, bracket = text.find("{", pos), text.find("[", pos)
-        candidates = [p for p in (brace, bracket) if p >= 0]
-        if not candidates:
-            break
-        start = min(candidates)
-        try:
-            value, _ = _decode(text, start)
-            return ParsedJson(True, value)
-        except _StrictJsonError as exc:
-            if tries == 0:
-                first_error = f"no valid JSON value found; first attempt: {exc}"
-        tries += 1
-        pos = start + 1
-    return ParsedJson(False, error=first_error)
-
-
-@functools.lru_cache(maxsize=1024)
-def parse_json(text: str, extract: JsonExtract = "strict") -> ParsedJson:
-    """Parse the JSON in a completion, strictly (no NaN, no Infinity, no duplicate keys).
-
-    Cached: a spec with several JSON rewards parses each completion once. The returned value
-    is shared between callers and must not be mutated.
-    """
-    if extract == "strict":
-        return _parse_strict(text)
-    if extract == "fenced":
-        match = _FENCE.search(text)
-        if match is None:
-            return ParsedJson(False, error="no fenced code block (```json ... ```) in the text")
-        return _parse_strict(match.group(2))
-    return _parse_first(text)
 
 
 def _last_boxed(text: str) -> str | None:

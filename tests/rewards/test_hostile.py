@@ -43,4 +43,5 @@ def test_never_crashes(kind: str, options: dict[str, object], label: str) -> Non
     [score] = referee.score(reward, [make(HOSTILE[label], reference)])
     assert (score.value is None) == (score.failure is not None)
     if score.failure is not None:
-        assert score.failure.type in {"timeout", "not_applicable"}, score.failure
+        # "judge": the test judge's server is unreachable on purpose (see test_pickle.OPTIONS)
+        assert score.failure.type in {"timeout", "not_applicable", "judge"}, score.failure
