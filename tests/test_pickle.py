@@ -11,6 +11,12 @@ import referee
 from referee.registry import lookup, registered_types
 from tests.conftest import make
 
+_UNREACHABLE_JUDGE = {  # a closed port, no retries: a quick, deterministic Failure("judge")
+    "model": "openai/gpt-4.1-mini",
+    "api_base": "http://127.0.0.1:9/v1",
+    "retries": 0,
+    "cache": False,
+}
 # Options needed to build each type; every registered built-in must appear here.
 OPTIONS: dict[str, dict[str, Any]] = {
     "json_valid": {"extract": "first"},
@@ -34,6 +40,8 @@ OPTIONS: dict[str, dict[str, Any]] = {
         "retries": 0,
         "cache": False,
     },
+    "checklist_judge": {"items": ["is polite"], **_UNREACHABLE_JUDGE},
+    "reference_judge": dict(_UNREACHABLE_JUDGE),
 }
 ROLLOUTS = [
     make('{"a": 1, "b": [1]}', {"a": 1, "b": [1]}),

@@ -3,12 +3,13 @@
 from referee.rewards.code import IoTests, PytestTests, PythonTests
 from referee.rewards.fields import FieldMatch, FieldRule
 from referee.rewards.json import JsonSchema, JsonValid
-from referee.rewards.judge import RubricJudge
+from referee.rewards.judge import ChecklistJudge, ReferenceJudge, RubricJudge
 from referee.rewards.length import Length, Repetition
 from referee.rewards.math import MathAnswer
 from referee.rewards.text import Contains, ExactMatch, Format, Regex
 
 __all__ = [
+    "ChecklistJudge",
     "Contains",
     "ExactMatch",
     "FieldMatch",
@@ -21,6 +22,7 @@ __all__ = [
     "MathAnswer",
     "PytestTests",
     "PythonTests",
+    "ReferenceJudge",
     "Regex",
     "Repetition",
     "RubricJudge",

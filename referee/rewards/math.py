@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from referee.errors import NotApplicable
 from referee.registry import register
@@ -34,6 +34,8 @@ class MathAnswer(CheckReward):
         float_rounding: Decimal places used when comparing floats.
         strict: math-verify's strict mode (variables must match, no set/relation leniency).
         reference_key: Take the answer from this key of an object reference.
+        no_answer: A completion with no answer to parse scores ``zero``, or is a Failure
+            (``fail``) so that a ``cascade`` can hand it to a judge.
     """
 
     answer: AnswerKind = "latex_or_expr"
@@ -42,6 +44,7 @@ class MathAnswer(CheckReward):
     float_rounding: int = 6
     strict: bool = True
     reference_key: str | None = None
+    no_answer: Literal["zero", "fail"] = "zero"
     name: str = "math_answer"
     _pattern: re.Pattern[str] | None = field(init=False, repr=False, compare=False, default=None)
 
@@ -58,6 +61,8 @@ class MathAnswer(CheckReward):
         if self._pattern is not None:
             matches = self._pattern.findall(text)
             if not matches:
+                if self.no_answer == "fail":
+                    raise NotApplicable(f"no match for /{self.pattern}/")
                 return Score(value=0.0, reason=f"no match for /{self.pattern}/")
             text = matches[-1] if isinstance(matches[-1], str) else matches[-1][0]
         try:
@@ -72,6 +77,8 @@ class MathAnswer(CheckReward):
         except ValueError as exc:
             raise NotApplicable(str(exc)) from None
         if verdict.answer is None:
+            if self.no_answer == "fail":
+                raise NotApplicable("no answer found to compare")
             return Score(value=0.0, reason="no answer found")
         if verdict.correct:
             return Score(

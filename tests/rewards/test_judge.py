@@ -134,3 +134,66 @@ def test_undecodable_bytes_are_judged_not_crashed(tmp_path: Path) -> None:
         [s] = referee.score(reward(server, tmp_path), [make("The answer is 42 \udcff\udcfe")])
         sent = server.requests[0]["messages"][1]["content"]
     assert s.value == 1.0 and "\\udcff" in sent
+
+
+# --- checklist_judge and reference_judge ----------------------------------------------------
+
+
+def checklist_script(request: dict[str, Any]) -> Reply:
+    """Answers item k yes when the fenced RESPONSE contains the word 'k' (one, two, ...)."""
+    system, user = (m["content"] for m in request["messages"][:2])
+    fence = re.search(r"<<([0-9a-f]{24})>>", system).group(1)  # type: ignore[union-attr]
+    response = re.findall(rf"RESPONSE:\n<<{fence}>>\n(.*?)\n<</{fence}>>", user, re.DOTALL)[0]
+    items = re.findall(r"^(\d+)\. (.*)$", user, re.MULTILINE)
+    words = ["zero", "one", "two", "three", "four"]
+    return Reply(json.dumps({"items": [words[int(n)] in response for n, _ in items]}))
+
+
+def test_checklist_from_the_spec_weighted(tmp_path: Path) -> None:
+    with FakeJudgeServer(checklist_script) as server:
+        judge = referee.load({
+            "type": "checklist_judge", "model": "openai/gpt-4.1-mini", "api_base": server.url,
+            "cache": False, "structured": "prompt",
+            "items": ["mentions one", {"text": "mentions two", "weight": 3}],
+        })  # fmt: skip
+        [s] = referee.score(judge, [make("two")])
+    assert s.value == pytest.approx(3 / 4) and s.components == {"item1": 0.0, "item2": 1.0}
+
+
+def test_checklist_per_rollout_from_the_reference(tmp_path: Path) -> None:
+    with FakeJudgeServer(checklist_script) as server:
+        judge = referee.load({
+            "type": "checklist_judge", "model": "openai/gpt-4.1-mini", "api_base": server.url,
+            "cache": False, "structured": "prompt",
+        })  # fmt: skip
+        ok, missing = referee.score(
+            judge, [make("one three", {"checklist": ["a", "b", "c"]}), make("x", {"other": 1})]
+        )
+    assert ok.value == pytest.approx(2 / 3)
+    assert missing.value is None and missing.failure is not None
+    assert missing.failure.type == "not_applicable"
+
+
+def equivalence_script(request: dict[str, Any]) -> Reply:
+    user = request["messages"][1]["content"]
+    return Reply(
+        json.dumps({"equivalent": "forty-two" in user or "42" in user.split("RESPONSE")[1]})
+    )
+
+
+def test_math_answer_then_reference_judge_in_a_cascade(tmp_path: Path) -> None:
+    with FakeJudgeServer(equivalence_script) as server:
+        reward = referee.load({
+            "combine": "cascade",
+            "components": {
+                "math": {"type": "math_answer", "no_answer": "fail"},
+                "judge": {"type": "reference_judge", "model": "openai/gpt-4.1-mini",
+                          "api_base": server.url, "cache": False, "structured": "prompt"},
+            },
+        })  # fmt: skip
+        parsed, words = referee.score(
+            reward, [make(r"\boxed{42}", "42"), make("The answer is forty-two.", "42")]
+        )
+        assert len(server.requests) == 1  # the judge only where math_answer found no answer
+    assert parsed.value == 1.0 and parsed.skipped == ("judge",)
+    assert words.value == 1.0 and words.components["math"] is None
