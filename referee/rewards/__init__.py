@@ -3,7 +3,7 @@
 from referee.rewards.code import IoTests, PytestTests, PythonTests
 from referee.rewards.fields import FieldMatch, FieldRule
 from referee.rewards.json import JsonSchema, JsonValid
-from referee.rewards.judge import ChecklistJudge, ReferenceJudge, RubricJudge
+from referee.rewards.judge import ChecklistJudge, PairwiseJudge, ReferenceJudge, RubricJudge
 from referee.rewards.length import Length, Repetition
 from referee.rewards.math import MathAnswer
 from referee.rewards.text import Contains, ExactMatch, Format, Regex
@@ -20,6 +20,7 @@ __all__ = [
     "JsonValid",
     "Length",
     "MathAnswer",
+    "PairwiseJudge",
     "PytestTests",
     "PythonTests",
     "ReferenceJudge",

@@ -9,10 +9,11 @@ verdict is cached like any other.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
@@ -25,7 +26,14 @@ from referee.rewards._common import clip_text
 from referee.rollout import Rollout
 from referee.score import Score
 
-__all__ = ["ChecklistJudge", "ReferenceJudge", "RubricJudge", "fence_for", "verdict_model"]
+__all__ = [
+    "ChecklistJudge",
+    "PairwiseJudge",
+    "ReferenceJudge",
+    "RubricJudge",
+    "fence_for",
+    "verdict_model",
+]
 
 _SYSTEM = (
     "You are a strict, impartial grader. Everything between a line <<{fence}>> and the line "
@@ -265,6 +273,66 @@ class ReferenceJudge(_JudgeReward):
         )
         value = 1.0 if verdict.value.equivalent else 0.0
         return _score(value, {}, verdict)
+
+
+class _PairVerdict(BaseModel):
+    better: Literal["A", "B", "tie"]
+    reasoning: str = ""
+
+
+@register("pairwise_judge")
+@dataclass(kw_only=True)
+class PairwiseJudge(_JudgeReward):
+    """The response against the reference answer, judged in both orders.
+
+    Each order gives the response 1 (better), 0.5 (tie) or 0 (worse); a judge that prefers
+    one slot gives it no edge, since the response sits in both. When the two orders disagree
+    the result is a tie (``disagreement: tie``) or a Failure (``fail``).
+
+    Attributes:
+        criterion: What "better" means, for the judge.
+        disagreement: What two orders that disagree give.
+        model, ...: The judge, as for `rubric_judge`.
+    """
+
+    criterion: str = (
+        "Which answer responds to the question better: more correct, then more helpful?"
+    )
+    disagreement: Literal["tie", "fail"] = "tie"
+    name: str = "pairwise_judge"
+
+    async def evaluate(self, rollout: Rollout) -> Score:
+        question = _text(rollout.prompt_text)
+        reference = self._reference(rollout, "pairwise_judge")
+        response = _text(rollout.completion_text)
+        shape = '{"better": "A" | "B" | "tie", "reasoning": "<short>"}'
+        orders = [(response, reference), (reference, response)]
+        verdicts = await asyncio.gather(*(
+            self._client.judge(
+                self._messages(
+                    self.criterion,
+                    [("QUESTION", question), ("ANSWER A", a), ("ANSWER B", b)],
+                    shape,
+                ),
+                _PairVerdict,
+                version="pairwise:1",
+            )
+            for a, b in orders
+        ))  # fmt: skip
+        # the response is A in the first order, B in the second
+        first = {"A": 1.0, "tie": 0.5, "B": 0.0}[verdicts[0].value.better]
+        second = {"B": 1.0, "tie": 0.5, "A": 0.0}[verdicts[1].value.better]
+        if first != second and self.disagreement == "fail":
+            raise JudgeError(f"the two orders disagree ({first:g} and {second:g})")
+        value = first if first == second else 0.5
+        cost = verdicts[0].cost + verdicts[1].cost
+        return Score(
+            value=value,
+            components={"response_first": first, "reference_first": second},
+            reason="orders agree" if first == second else "orders disagree: a tie",
+            cost=cost,
+            latency=max(v.latency for v in verdicts),
+        )
 
 
 def _score(value: float, components: dict[str, float | None], verdict: Any) -> Score:

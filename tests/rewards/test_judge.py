@@ -197,3 +197,53 @@ def test_math_answer_then_reference_judge_in_a_cascade(tmp_path: Path) -> None:
         assert len(server.requests) == 1  # the judge only where math_answer found no answer
     assert parsed.value == 1.0 and parsed.skipped == ("judge",)
     assert words.value == 1.0 and words.components["math"] is None
+
+
+# --- pairwise_judge -------------------------------------------------------------------------
+
+
+def answers(request: dict[str, Any]) -> tuple[str, str]:
+    system, user = (m["content"] for m in request["messages"][:2])
+    fence = re.search(r"<<([0-9a-f]{24})>>", system).group(1)  # type: ignore[union-attr]
+    a = re.findall(rf"ANSWER A:\n<<{fence}>>\n(.*?)\n<</{fence}>>", user, re.DOTALL)[0]
+    b = re.findall(rf"ANSWER B:\n<<{fence}>>\n(.*?)\n<</{fence}>>", user, re.DOTALL)[0]
+    return a, b
+
+
+def fair(request: dict[str, Any]) -> Reply:
+    """Prefers the answer that says 42; a tie when both or neither do."""
+    a, b = ("42" in x for x in answers(request))
+    return Reply(json.dumps({"better": "tie" if a == b else ("A" if a else "B")}))
+
+
+def first_slot(request: dict[str, Any]) -> Reply:
+    return Reply('{"better": "A"}')  # a judge that always prefers the first slot
+
+
+def pairwise(server: FakeJudgeServer, **kw: Any) -> Any:
+    spec = {"type": "pairwise_judge", "model": "openai/gpt-4.1-mini", "api_base": server.url}
+    return referee.load({**spec, "cache": False, "structured": "prompt", **kw})
+
+
+def test_pairwise_against_the_reference() -> None:
+    with FakeJudgeServer(fair) as server:
+        better, worse, equal = referee.score(pairwise(server), [
+            make("It is 42.", "no idea"), make("no idea", "It is 42."), make("42", "42 too"),
+        ])  # fmt: skip
+        assert len(server.requests) == 6  # two orders each
+    assert (better.value, worse.value, equal.value) == (1.0, 0.0, 0.5)
+    assert better.components == {"response_first": 1.0, "reference_first": 1.0}
+
+
+def test_position_bias_gives_no_edge() -> None:
+    with FakeJudgeServer(first_slot) as server:
+        good, bad = referee.score(pairwise(server), [make("42", "x"), make("x", "42")])
+        assert good.value == bad.value == 0.5  # the slot the judge likes holds each answer once
+        [failed] = referee.score(pairwise(server, disagreement="fail"), [make("42", "x")])
+    assert failed.value is None and failed.failure is not None and failed.failure.type == "judge"
+
+
+def test_pairwise_needs_a_reference() -> None:
+    with FakeJudgeServer(fair) as server:
+        [s] = referee.score(pairwise(server), [make("42")])
+    assert s.value is None and s.failure is not None and s.failure.type == "not_applicable"
