@@ -43,6 +43,7 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "checklist_judge": {"items": ["is polite"], **_UNREACHABLE_JUDGE},
     "reference_judge": dict(_UNREACHABLE_JUDGE),
     "pairwise_judge": dict(_UNREACHABLE_JUDGE),
+    "group_rank": dict(_UNREACHABLE_JUDGE),
 }
 ROLLOUTS = [
     make('{"a": 1, "b": [1]}', {"a": 1, "b": [1]}),

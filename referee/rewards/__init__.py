@@ -6,6 +6,7 @@ from referee.rewards.json import JsonSchema, JsonValid
 from referee.rewards.judge import ChecklistJudge, PairwiseJudge, ReferenceJudge, RubricJudge
 from referee.rewards.length import Length, Repetition
 from referee.rewards.math import MathAnswer
+from referee.rewards.ranking import GroupRank
 from referee.rewards.text import Contains, ExactMatch, Format, Regex
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
     "FieldMatch",
     "FieldRule",
     "Format",
+    "GroupRank",
     "IoTests",
     "JsonSchema",
     "JsonValid",

@@ -1,0 +1,172 @@
+"""`group_rank`: a judge scores all the attempts at one prompt against each other (RULER-style).
+
+One call per order ranks a whole GRPO group from 0 to 1 under a rubric. To make that cheap
+and fair:
+
+- the attempts' common prefix is stripped (the judge compares what differs);
+- identical attempts are judged once and share a score; a group of identical attempts costs no
+  call at all (its scores are equal whatever the judge says);
+- the attempts are shown in several orders and the scores averaged, so a judge that favours a
+  slot gives it no edge (``orders: all`` puts every attempt in every slot once);
+- a reply with the wrong number of scores fails validation, gets one repair attempt, and then
+  the whole group is a Failure;
+- a group larger than `max_group` is split into chunks that share an anchor attempt, and each
+  chunk's scores are shifted so the anchor scores the same in all of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, create_model
+
+from referee.judges.client import JudgeClient, StructuredOutput
+from referee.judges.rubric import Rubric, load_rubric
+from referee.registry import register
+from referee.reward import GroupRewardBase, RewardResult
+from referee.rewards.judge import _SYSTEM, _fenced, _text, fence_for
+from referee.rollout import Rollout
+from referee.score import Score
+
+__all__ = ["GroupRank"]
+
+
+def _strip_common_prefix(texts: list[str]) -> list[str]:
+    """The texts without the prefix they all share (cut at a line start, so words stay whole)."""
+    if len(texts) < 2:
+        return texts
+    # The common prefix of all is that of the lexicographically smallest and largest.
+    low, high = min(texts), max(texts)
+    size = 0
+    while size < len(low) and low[size] == high[size]:
+        size += 1
+    cut = low.rfind("\n", 0, size) + 1
+    return [t[cut:] for t in texts]
+
+
+def _scores_model(count: int) -> type[BaseModel]:
+    scores = (list[float], Field(min_length=count, max_length=count))
+    return create_model(f"Ranking{count}", scores=scores, reasoning=(str, ""))
+
+
+@register("group_rank")
+@dataclass(kw_only=True)
+class GroupRank(GroupRewardBase):
+    """A judge scores the attempts of a group from 0 to 1 relative to each other.
+
+    Attributes:
+        rubric: The rubric the attempts are compared under (a shipped name or a file).
+        orders: How many orders each group is shown in (``all``: every cyclic rotation).
+        max_group: The most attempts in one call; larger groups are split with an anchor.
+        model, api_base, api_key_env, temperature, seed, timeout, retries, concurrency, rpm,
+            cache, cache_path, structured: The judge, as for `rubric_judge`.
+    """
+
+    model: str
+    rubric: str = "helpfulness"
+    orders: int | Literal["all"] = 2
+    max_group: int = 8
+    api_base: str | None = None
+    api_key_env: str | None = None
+    temperature: float = 0.0
+    seed: int | None = None
+    timeout: float = 60.0
+    retries: int = 4
+    concurrency: int = 16
+    rpm: float | None = None
+    cache: bool = True
+    cache_path: str | None = None
+    structured: StructuredOutput = "auto"
+    name: str = "group_rank"
+    _rubric: Rubric = field(init=False, repr=False, compare=False)
+    _client: JudgeClient = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.orders, int) and self.orders < 1:
+            raise ValueError(f"orders must be at least 1 (or 'all'), got {self.orders}")
+        if self.max_group < 2:
+            raise ValueError(f"max_group must be at least 2, got {self.max_group}")
+        self._rubric = load_rubric(self.rubric)
+        self._client = JudgeClient(
+            model=self.model, api_base=self.api_base, api_key_env=self.api_key_env,
+            temperature=self.temperature, seed=self.seed, timeout=self.timeout,
+            retries=self.retries, concurrency=self.concurrency, rpm=self.rpm, cache=self.cache,
+            cache_path=self.cache_path, structured=self.structured,
+        )  # fmt: skip
+
+    def _permutations(self, count: int) -> list[list[int]]:
+        """Cyclic rotations, spread evenly: every attempt visits different slots."""
+        k = count if self.orders == "all" else min(int(self.orders), count)
+        return [[(i + (r * count) // k) % count for i in range(count)] for r in range(k)]
+
+    def _messages(self, prompt: str, attempts: list[str]) -> list[dict[str, Any]]:
+        rubric = self._rubric
+        task = "\n".join([
+            f"Score each ATTEMPT from 0 to 1 relative to the others, under the rubric "
+            f"{rubric.name} (v{rubric.version}): {rubric.description}",
+            *(f"- {c.id}: {c.description}" for c in rubric.criteria),
+            f"Give exactly {len(attempts)} scores, one per attempt, in the order shown; "
+            "the best attempt should get a score near 1, the worst near 0.",
+        ])  # fmt: skip
+        material = [("PROMPT", prompt)] + [
+            (f"ATTEMPT {i + 1}", text) for i, text in enumerate(attempts)
+        ]
+        fence = fence_for(*(text for _, text in material))
+        shape = (
+            '{"scores": [<a number from 0 to 1 for each attempt, in order>], '
+            '"reasoning": "<short>"}'
+        )
+        return [
+            {"role": "system", "content": _SYSTEM.format(fence=fence, shape=shape)},
+            {
+                "role": "user",
+                "content": "\n\n".join([task, *(_fenced(k, t, fence) for k, t in material)]),
+            },
+        ]
+
+    async def _rank(self, prompt: str, attempts: list[str]) -> tuple[list[float], float]:
+        """Scores of `attempts` averaged over the orders, and the cost."""
+        schema = _scores_model(len(attempts))
+        perms = self._permutations(len(attempts))
+        verdicts = await asyncio.gather(*(
+            self._client.judge(
+                self._messages(prompt, [attempts[i] for i in perm]), schema,
+                version=f"rank:{self._rubric.name}@{self._rubric.version}",
+            )
+            for perm in perms
+        ))  # fmt: skip
+        totals = [0.0] * len(attempts)
+        for perm, verdict in zip(perms, verdicts, strict=True):
+            scores = verdict.value.scores  # type: ignore[attr-defined]
+            for slot, attempt in enumerate(perm):
+                totals[attempt] += min(1.0, max(0.0, float(scores[slot])))
+        return [t / len(perms) for t in totals], sum(v.cost for v in verdicts)
+
+    async def evaluate_group(self, rollouts: Sequence[Rollout]) -> Sequence[RewardResult]:
+        texts = _strip_common_prefix([_text(r.completion_text) for r in rollouts])
+        unique = list(dict.fromkeys(texts))
+        if len(unique) == 1:
+            return [Score(value=0.5, reason="all attempts identical: no call")] * len(rollouts)
+        prompt = _text(rollouts[0].prompt_text)
+        anchor, rest = unique[0], unique[1:]
+        size = self.max_group - 1  # each chunk: the anchor and up to max_group - 1 others
+        chunks = [rest[i : i + size] for i in range(0, len(rest), size)]
+        results = await asyncio.gather(*(self._rank(prompt, [anchor, *c]) for c in chunks))
+        base = results[0][0][0]  # the anchor's score in the first chunk
+        by_text = {anchor: base}
+        cost = 0.0
+        for chunk, (scores, spent) in zip(chunks, results, strict=True):
+            shift = base - scores[0]  # align chunks on the anchor
+            for text, s in zip(chunk, scores[1:], strict=True):
+                by_text[text] = min(1.0, max(0.0, s + shift))
+            cost += spent
+        share = cost / len(rollouts)
+        return [
+            Score(
+                value=by_text[t], reason=f"ranked among {len(unique)} distinct attempts", cost=share
+            )
+            for t in texts
+        ]

@@ -1,0 +1,104 @@
+"""group_rank against a scripted ranking judge on 127.0.0.1, through litellm."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+pytest.importorskip(
+    "litellm", reason="the judges extra is not installed (pip install referee[judges])"
+)
+
+import referee
+from referee.judges.testing import FakeJudgeServer, Reply
+from tests.conftest import make
+
+
+def attempts(request: dict[str, Any]) -> list[str]:
+    system, user = (m["content"] for m in request["messages"][:2])
+    fence = re.search(r"<<([0-9a-f]{24})>>", system).group(1)  # type: ignore[union-attr]
+    return re.findall(rf"ATTEMPT \d+:\n<<{fence}>>\n(.*?)\n<</{fence}>>", user, re.DOTALL)
+
+
+def fair(request: dict[str, Any]) -> Reply:
+    """Scores an attempt by how many stars it has, out of 4: an absolute, order-free quality."""
+    return Reply(json.dumps({"scores": [min(1.0, a.count("*") / 4) for a in attempts(request)]}))
+
+
+def first_slot(request: dict[str, Any]) -> Reply:
+    count = len(attempts(request))
+    return Reply(json.dumps({"scores": [1.0] + [0.0] * (count - 1)}))  # loves slot one
+
+
+def rank(server: FakeJudgeServer, **kw: Any) -> Any:
+    spec = {"type": "group_rank", "model": "openai/gpt-4.1-mini", "api_base": server.url}
+    return referee.load({**spec, "cache": False, "structured": "prompt", **kw})
+
+
+def group(*texts: str, name: str = "g") -> list[referee.Rollout]:
+    return [make(t, id=f"{name}{i}", group=name, prompt="Q?") for i, t in enumerate(texts)]
+
+
+def test_ranks_a_group_and_shares_scores_of_identical_attempts() -> None:
+    with FakeJudgeServer(fair) as server:
+        scores = referee.score(rank(server, orders=2), group("**", "****", "", "**"))
+        assert len(server.requests) == 2  # one call per order, for the whole group
+        assert all(len(attempts(r)) == 3 for r in server.requests)  # the duplicate judged once
+    assert [s.value for s in scores] == [0.5, 1.0, 0.0, 0.5]
+
+
+def test_identical_attempts_cost_no_call() -> None:
+    with FakeJudgeServer(fair) as server:
+        scores = referee.score(rank(server), group("same", "same", "same"))
+        assert server.requests == []
+    assert [s.value for s in scores] == [0.5, 0.5, 0.5]
+
+
+def test_a_slot_biased_judge_gives_no_edge_with_every_order() -> None:
+    with FakeJudgeServer(first_slot) as server:
+        scores = referee.score(rank(server, orders="all"), group("a", "b", "c", "d"))
+        assert len(server.requests) == 4
+    assert [s.value for s in scores] == [0.25] * 4  # each attempt held slot one exactly once
+
+
+def test_wrong_score_count_fails_the_whole_group() -> None:
+    with FakeJudgeServer(lambda r: Reply('{"scores": [1.0]}')) as server:
+        scores = referee.score(rank(server, orders=1), group("a", "b", "c"))
+        assert len(server.requests) == 2  # the call and one repair
+    assert all(s.value is None and s.failure and s.failure.type == "judge" for s in scores)
+
+
+def test_the_common_prefix_is_not_shown() -> None:
+    with FakeJudgeServer(fair) as server:
+        referee.score(rank(server, orders=1), group("Let me think.\n*", "Let me think.\n***"))
+        shown = attempts(server.requests[0])
+    assert shown == ["*", "***"]
+
+
+def test_large_groups_split_with_an_anchor_stay_comparable() -> None:
+    texts = ["**", "", "*", "***", "****", "**", "*"]  # 5 distinct
+    with FakeJudgeServer(fair) as server:
+        scores = referee.score(rank(server, orders=1, max_group=3), group(*texts))
+        sizes = [len(attempts(r)) for r in server.requests]
+    assert sizes == [3, 3]  # the anchor and two others in each
+    assert [s.value for s in scores] == [t.count("*") / 4 for t in texts]
+
+
+def test_groups_are_ranked_separately() -> None:
+    with FakeJudgeServer(fair) as server:
+        scores = referee.score(
+            rank(server, orders=1), group("*", "**", name="p") + group("***", "", name="q")
+        )
+        assert len(server.requests) == 2
+    assert [s.value for s in scores] == [0.25, 0.5, 0.75, 0.0]
+
+
+@pytest.mark.parametrize(
+    ("options", "words"), [({"orders": 0}, "orders"), ({"max_group": 1}, "max_group")]
+)
+def test_bad_options(options: dict[str, Any], words: str) -> None:
+    with pytest.raises(referee.SpecError, match=words):
+        referee.load({"type": "group_rank", "model": "openai/x", **options})
