@@ -7,7 +7,7 @@ import os as _os
 # referee could import litellm, unless the user chose otherwise.
 _os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from referee.judges.cache import VerdictCache, cache_key, default_cache_path
+from referee.judges.cache import VerdictCache, cache_key, default_cache_path, shared_cache
 from referee.judges.client import (
     BudgetExceeded,
     JudgeClient,
@@ -34,5 +34,6 @@ __all__ = [
     "default_cache_path",
     "load_rubric",
     "set_spend_cap",
+    "shared_cache",
     "spent",
 ]

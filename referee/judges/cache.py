@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-__all__ = ["VerdictCache", "cache_key", "default_cache_path"]
+__all__ = ["VerdictCache", "cache_key", "default_cache_path", "shared_cache"]
 
 logger = logging.getLogger("referee.judges")
 
@@ -83,3 +83,17 @@ class VerdictCache:
 
     def __len__(self) -> int:
         return int(self._conn().execute("SELECT COUNT(*) FROM verdicts").fetchone()[0])
+
+
+_shared: dict[str, VerdictCache] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_cache(path: str | os.PathLike[str] | None = None) -> VerdictCache:
+    """The process's cache object for `path` (one connection per thread, not per call)."""
+    key = str(Path(path) if path is not None else default_cache_path())
+    with _shared_lock:
+        cache = _shared.get(key)
+        if cache is None:
+            cache = _shared[key] = VerdictCache(key)
+        return cache

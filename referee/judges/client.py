@@ -28,7 +28,7 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from referee.errors import MissingDependency, RewardError
-from referee.judges.cache import VerdictCache, cache_key
+from referee.judges.cache import cache_key, shared_cache
 from referee.verifiers.jsontext import parse_json
 
 __all__ = [
@@ -255,7 +255,7 @@ class JudgeClient:
         Raises:
             JudgeError, JudgeTimeout, BudgetExceeded: No verdict (a reward records why).
         """
-        cache = VerdictCache(self.cache_path) if self.cache else None
+        cache = shared_cache(self.cache_path) if self.cache else None
         key = cache_key(self.model, messages, self._params(), f"{version}|{schema.__name__}")
         if cache is not None:
             hit = cache.get(key)
