@@ -243,7 +243,12 @@ class JudgeClient:
         }
 
     async def judge(
-        self, messages: list[dict[str, Any]], schema: type[T], *, version: str = ""
+        self,
+        messages: list[dict[str, Any]],
+        schema: type[T],
+        *,
+        version: str = "",
+        seed: int | None = None,
     ) -> Verdict[T]:
         """Ask for a verdict shaped like `schema`.
 
@@ -251,12 +256,14 @@ class JudgeClient:
             messages: The chat messages (OpenAI shape).
             schema: The verdict's pydantic model.
             version: The rubric's version, so a changed rubric is judged afresh.
+            seed: A sampling seed for this call (several samples of one verdict).
 
         Raises:
             JudgeError, JudgeTimeout, BudgetExceeded: No verdict (a reward records why).
         """
         cache = shared_cache(self.cache_path) if self.cache else None
-        key = cache_key(self.model, messages, self._params(), f"{version}|{schema.__name__}")
+        params = self._params() if seed is None else {**self._params(), "seed": seed}
+        key = cache_key(self.model, messages, params, f"{version}|{schema.__name__}")
         if cache is not None:
             hit = cache.get(key)
             if hit is not None:
@@ -267,7 +274,7 @@ class JudgeClient:
                     pass  # a verdict the current schema rejects: ask again
         started = time.monotonic()
         response_format = self._response_format(schema)
-        text, cost, p_tok, c_tok = await self._complete(messages, response_format)
+        text, cost, p_tok, c_tok = await self._complete(messages, response_format, params)
         try:
             value = _parse(text, schema)
         except ValueError as first_error:
@@ -279,7 +286,7 @@ class JudgeClient:
                     f"object, matching this schema: {schema.model_json_schema()}"
                 )},
             ]  # fmt: skip
-            text, more, p2, c2 = await self._complete(repair, response_format)
+            text, more, p2, c2 = await self._complete(repair, response_format, params)
             cost, p_tok, c_tok = cost + more, p_tok + p2, c_tok + c2
             try:
                 value = _parse(text, schema)
@@ -294,7 +301,10 @@ class JudgeClient:
         return Verdict(value, text, cost, p_tok, c_tok, time.monotonic() - started, cached=False)
 
     async def _complete(
-        self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None
+        self,
+        messages: list[dict[str, Any]],
+        response_format: dict[str, Any] | None,
+        params: dict[str, Any],
     ) -> tuple[str, float, int, int]:
         """One completion with retries: (text, cost, prompt tokens, completion tokens)."""
         litellm = _litellm()
@@ -304,7 +314,7 @@ class JudgeClient:
             "timeout": self.timeout,
             "num_retries": 0,  # the retries are ours (Retry-After, jitter, budget)
             "max_retries": 0,
-            **self._params(),
+            **params,
         }
         if self.api_base:
             kwargs["api_base"] = self.api_base

@@ -98,9 +98,13 @@ class _JudgeReward(AsyncReward):
     cache: bool = True
     cache_path: str | None = None
     structured: StructuredOutput = "auto"
+    samples: int = 1
+    aggregate: Literal["mean", "majority"] = "mean"
     _client: JudgeClient = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if self.samples < 1:
+            raise ValueError(f"samples must be at least 1, got {self.samples}")
         self._client = JudgeClient(
             model=self.model, api_base=self.api_base, api_key_env=self.api_key_env,
             temperature=self.temperature, seed=self.seed, timeout=self.timeout,
@@ -118,6 +122,30 @@ class _JudgeReward(AsyncReward):
             {"role": "system", "content": _SYSTEM.format(fence=fence, shape=reply_shape)},
             {"role": "user", "content": "\n\n".join(parts)},
         ]
+
+    async def _ask(
+        self, messages: list[dict[str, Any]], schema: type[BaseModel], version: str
+    ) -> list[Any]:
+        """`samples` verdicts, with seeds seed, seed + 1, ... (distinct cache keys)."""
+        if self.samples == 1:
+            return [await self._client.judge(messages, schema, version=version)]
+        base = self.seed or 0
+        return list(await asyncio.gather(*(
+            self._client.judge(messages, schema, version=version, seed=base + i)
+            for i in range(self.samples)
+        )))  # fmt: skip
+
+    def _combine(self, values: list[float], raw: list[Any]) -> float:
+        """One value from several samples: their mean, or the most common raw answer (a tie
+        takes the stricter, lower one)."""
+        if self.aggregate == "mean":
+            return sum(values) / len(values)
+        counts: dict[Any, int] = {}
+        for r in raw:
+            counts[r] = counts.get(r, 0) + 1
+        best = max(counts.values())
+        winners = [v for v, r in zip(values, raw, strict=True) if counts[r] == best]
+        return min(winners)
 
     def _reference(self, rollout: Rollout, what: str) -> str:
         reference = _text(rollout.reference)
@@ -141,6 +169,9 @@ class RubricJudge(_JudgeReward):
         cache: Keep verdicts, so scoring again is free.
         cache_path: Where (default ``~/.cache/referee/judge.sqlite``).
         structured: How to get JSON out of the model.
+        samples: Ask this many times (seeds seed, seed + 1, ...; use a temperature above 0)
+            and aggregate each criterion (also for `checklist_judge` and `reference_judge`).
+        aggregate: ``mean`` of the samples, or ``majority`` (a tie takes the lower value).
     """
 
     rubric: str
@@ -170,12 +201,15 @@ class RubricJudge(_JudgeReward):
 
     async def evaluate(self, rollout: Rollout) -> Score:
         version = f"{self._rubric.name}@{self._rubric.version}"
-        verdict = await self._client.judge(self.messages(rollout), self._verdict, version=version)
-        scores: dict[str, int | bool] = verdict.value.criteria.model_dump()  # type: ignore[attr-defined]
-        components: dict[str, float | None] = {
-            c.id: c.normalise(scores[c.id]) for c in self._rubric.criteria
-        }
-        return _score(self._rubric.total(scores), components, verdict)
+        verdicts = await self._ask(self.messages(rollout), self._verdict, version)
+        samples = [v.value.criteria.model_dump() for v in verdicts]
+        components: dict[str, float | None] = {}
+        for c in self._rubric.criteria:
+            raw = [s[c.id] for s in samples]
+            components[c.id] = self._combine([c.normalise(r) for r in raw], raw)
+        weight = sum(c.weight for c in self._rubric.criteria)
+        total = sum(c.weight * (components[c.id] or 0.0) for c in self._rubric.criteria) / weight
+        return _score(total, components, verdicts)
 
 
 class _ChecklistVerdict(BaseModel):
@@ -224,20 +258,21 @@ class ChecklistJudge(_JudgeReward):
             ("RESPONSE", _text(rollout.completion_text)),
         ]
         shape = '{"items": [<true|false for each item, in order>], "reasoning": "<short>"}'
-        verdict = await self._client.judge(
-            self._messages(task, material, shape),
-            _ChecklistVerdict,
-            version=f"checklist:{len(checklist)}",
+        verdicts = await self._ask(
+            self._messages(task, material, shape), _ChecklistVerdict, f"checklist:{len(checklist)}"
         )
-        answers = verdict.value.items
-        if len(answers) != len(checklist):
-            raise JudgeError(f"the judge answered {len(answers)} items of {len(checklist)}")
+        for v in verdicts:
+            if len(v.value.items) != len(checklist):
+                raise JudgeError(
+                    f"the judge answered {len(v.value.items)} items of {len(checklist)}"
+                )
+        components: dict[str, float | None] = {}
+        for i in range(len(checklist)):
+            raw = [bool(v.value.items[i]) for v in verdicts]
+            components[f"item{i + 1}"] = self._combine([float(r) for r in raw], raw)
         total = sum(w for _, w in checklist)
-        value = sum(w for (_, w), yes in zip(checklist, answers, strict=True) if yes) / total
-        components: dict[str, float | None] = {
-            f"item{i + 1}": float(yes) for i, yes in enumerate(answers)
-        }
-        return _score(value, components, verdict)
+        value = sum(w * (components[f"item{i + 1}"] or 0.0) for i, (_, w) in enumerate(checklist))
+        return _score(value / total, components, verdicts)
 
 
 class _EquivalenceVerdict(BaseModel):
@@ -268,11 +303,11 @@ class ReferenceJudge(_JudgeReward):
             ("RESPONSE", _text(rollout.completion_text)),
         ]
         shape = '{"equivalent": <true|false>, "reasoning": "<short>"}'
-        verdict = await self._client.judge(
-            self._messages(task, material, shape), _EquivalenceVerdict, version="reference:1"
+        verdicts = await self._ask(
+            self._messages(task, material, shape), _EquivalenceVerdict, "reference:1"
         )
-        value = 1.0 if verdict.value.equivalent else 0.0
-        return _score(value, {}, verdict)
+        raw = [bool(v.value.equivalent) for v in verdicts]
+        return _score(self._combine([float(r) for r in raw], raw), {}, verdicts)
 
 
 class _PairVerdict(BaseModel):
@@ -300,6 +335,11 @@ class PairwiseJudge(_JudgeReward):
     )
     disagreement: Literal["tie", "fail"] = "tie"
     name: str = "pairwise_judge"
+
+    def __post_init__(self) -> None:
+        if self.samples != 1:
+            raise ValueError("pairwise_judge already asks twice (both orders); samples must be 1")
+        super().__post_init__()
 
     async def evaluate(self, rollout: Rollout) -> Score:
         question = _text(rollout.prompt_text)
@@ -335,12 +375,14 @@ class PairwiseJudge(_JudgeReward):
         )
 
 
-def _score(value: float, components: dict[str, float | None], verdict: Any) -> Score:
-    reasoning = str(getattr(verdict.value, "reasoning", "") or "")
+def _score(value: float, components: dict[str, float | None], verdicts: list[Any]) -> Score:
+    reasoning = str(getattr(verdicts[0].value, "reasoning", "") or "")
+    if len(verdicts) > 1:
+        reasoning = f"{len(verdicts)} samples; first: {reasoning}"
     return Score(
         value=value,
         components=components,
         reason=clip_text(reasoning, 300) if reasoning else "judged",
-        cost=verdict.cost,
-        latency=verdict.latency,
+        cost=sum(v.cost for v in verdicts),
+        latency=max(v.latency for v in verdicts),
     )

@@ -247,3 +247,31 @@ def test_pairwise_needs_a_reference() -> None:
     with FakeJudgeServer(fair) as server:
         [s] = referee.score(pairwise(server), [make("42")])
     assert s.value is None and s.failure is not None and s.failure.type == "not_applicable"
+
+
+# --- several samples per verdict ------------------------------------------------------------
+
+
+def by_seed(request: dict[str, Any]) -> Reply:
+    """5 on every criterion for an even seed, 1 for an odd one."""
+    score = 5 if request.get("seed", 0) % 2 == 0 else 1
+    user = request["messages"][1]["content"]
+    ids = re.findall(r"^- (\w+) \(integer", user, re.MULTILINE)
+    return Reply(json.dumps({"criteria": dict.fromkeys(ids, score)}))
+
+
+@pytest.mark.parametrize(("aggregate", "value"), [("mean", 2 / 3), ("majority", 1.0)])
+def test_samples_are_aggregated(tmp_path: Path, aggregate: str, value: float) -> None:
+    with FakeJudgeServer(by_seed) as server:
+        judge = reward(
+            server, tmp_path, samples=3, aggregate=aggregate, temperature=0.7, cache=False
+        )
+        [s] = referee.score(judge, [make("x")])
+        seeds = sorted(r["seed"] for r in server.requests)
+    assert seeds == [0, 1, 2]
+    assert s.value == pytest.approx(value) and s.reason is not None and "3 samples" in s.reason
+
+
+def test_pairwise_refuses_samples() -> None:
+    with pytest.raises(referee.SpecError, match="samples must be 1"):
+        referee.load({"type": "pairwise_judge", "model": "openai/x", "samples": 3})
