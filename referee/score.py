@@ -71,6 +71,8 @@ class Score:
         steps: Dense per-turn rewards, one per assistant turn, where a reward gives them.
         cost: Money spent producing this score (judge calls), in US dollars.
         latency: Seconds spent producing this score, where it was measured.
+        tokens: Model tokens (prompt and completion) spent producing it, where a judge was
+            called.
     """
 
     value: float | None
@@ -81,6 +83,7 @@ class Score:
     steps: tuple[float, ...] | None = None
     cost: float | None = None
     latency: float | None = None
+    tokens: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -108,6 +111,8 @@ class Score:
             out["cost"] = self.cost
         if self.latency is not None:
             out["latency"] = self.latency
+        if self.tokens is not None:
+            out["tokens"] = self.tokens
         return out
 
     @classmethod
@@ -124,6 +129,7 @@ class Score:
             steps=None if steps is None else tuple(steps),
             cost=data.get("cost"),
             latency=data.get("latency"),
+            tokens=data.get("tokens"),
         )
 
 

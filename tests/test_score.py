@@ -12,6 +12,7 @@ def test_round_trip_through_dict() -> None:
         steps=(0.1, 0.2),
         cost=0.01,
         latency=1.5,
+        tokens=123,
     )
     assert Score.from_dict(s.to_dict()) == s
 

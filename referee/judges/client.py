@@ -122,6 +122,48 @@ class _RateLimiter:
             await _sleep(wait)
 
 
+class _TokenBudget:
+    """Tokens per minute: a bucket refilled at `per_minute`, charged with each response's
+    real tokens after the call; a call waits while the bucket is overdrawn."""
+
+    def __init__(self, per_minute: float) -> None:
+        self.rate = per_minute / 60.0
+        self.capacity = per_minute
+        self.tokens = per_minute
+        self.stamp = _clock()
+        self.lock = threading.Lock()
+
+    def _refill(self) -> None:
+        now = _clock()
+        self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+
+    async def acquire(self) -> None:
+        while True:
+            with self.lock:
+                self._refill()
+                if self.tokens > 0:
+                    return
+                wait = -self.tokens / self.rate + 1e-3
+            await _sleep(wait)
+
+    def charge(self, used: int) -> None:
+        with self.lock:
+            self._refill()
+            self.tokens -= used
+
+
+_token_budgets: dict[tuple[str, str | None, float], _TokenBudget] = {}
+
+
+def _token_budget(model: str, api_base: str | None, tpm: float) -> _TokenBudget:
+    with _limiters_lock:
+        key = (model, api_base, tpm)
+        if key not in _token_budgets:
+            _token_budgets[key] = _TokenBudget(tpm)
+        return _token_budgets[key]
+
+
 _limiters: dict[tuple[str, str | None, float], _RateLimiter] = {}
 _limiters_lock = threading.Lock()
 _semaphores: weakref.WeakKeyDictionary[
@@ -194,6 +236,8 @@ class JudgeClient:
         max_backoff: The longest wait between attempts (a longer Retry-After is honoured).
         concurrency: Calls in flight at once for this model, across the process.
         rpm: Requests per minute for this model, across the process (None: unlimited).
+        tpm: Tokens per minute for this model, across the process (None: unlimited); charged
+            with each response's real token count.
         cache: Keep verdicts in `cache_path` (default ``~/.cache/referee/judge.sqlite``).
         structured: How to get JSON out of the model (`StructuredOutput`).
     """
@@ -210,6 +254,7 @@ class JudgeClient:
     max_backoff: float = 60.0
     concurrency: int = 16
     rpm: float | None = None
+    tpm: float | None = None
     cache: bool = True
     cache_path: str | None = None
     structured: StructuredOutput = "auto"
@@ -337,6 +382,8 @@ class JudgeClient:
             _BUDGET.check()
             if self.rpm:
                 await _limiter(self.model, self.api_base, self.rpm).acquire()
+            if self.tpm:
+                await _token_budget(self.model, self.api_base, self.tpm).acquire()
             async with _semaphore(self.model, self.api_base, self.concurrency):
                 try:
                     response = await asyncio.wait_for(
@@ -347,7 +394,11 @@ class JudgeClient:
                 except Exception as exc:
                     raise JudgeError(f"judge call failed: {type(exc).__name__}: {exc}") from None
                 else:
-                    return self._account(litellm, response)
+                    result = self._account(litellm, response)
+                    if self.tpm:
+                        used = result[2] + result[3]
+                        _token_budget(self.model, self.api_base, self.tpm).charge(used)
+                    return result
             if attempt < self.retries:
                 await _sleep(self._delay(attempt, last))
         if isinstance(last, litellm.exceptions.Timeout | asyncio.TimeoutError):

@@ -372,6 +372,7 @@ class PairwiseJudge(_JudgeReward):
             reason="orders agree" if first == second else "orders disagree: a tie",
             cost=cost,
             latency=max(v.latency for v in verdicts),
+            tokens=sum(v.prompt_tokens + v.completion_tokens for v in verdicts),
         )
 
 
@@ -385,4 +386,5 @@ def _score(value: float, components: dict[str, float | None], verdicts: list[Any
         reason=clip_text(reasoning, 300) if reasoning else "judged",
         cost=sum(v.cost for v in verdicts),
         latency=max(v.latency for v in verdicts),
+        tokens=sum(v.prompt_tokens + v.completion_tokens for v in verdicts),
     )

@@ -127,8 +127,8 @@ class GroupRank(GroupRewardBase):
             },
         ]
 
-    async def _rank(self, prompt: str, attempts: list[str]) -> tuple[list[float], float]:
-        """Scores of `attempts` averaged over the orders, and the cost."""
+    async def _rank(self, prompt: str, attempts: list[str]) -> tuple[list[float], float, int]:
+        """Scores of `attempts` averaged over the orders, the cost, and the tokens."""
         schema = _scores_model(len(attempts))
         perms = self._permutations(len(attempts))
         verdicts = await asyncio.gather(*(
@@ -143,7 +143,8 @@ class GroupRank(GroupRewardBase):
             scores = verdict.value.scores  # type: ignore[attr-defined]
             for slot, attempt in enumerate(perm):
                 totals[attempt] += min(1.0, max(0.0, float(scores[slot])))
-        return [t / len(perms) for t in totals], sum(v.cost for v in verdicts)
+        tokens = sum(v.prompt_tokens + v.completion_tokens for v in verdicts)
+        return [t / len(perms) for t in totals], sum(v.cost for v in verdicts), tokens
 
     async def evaluate_group(self, rollouts: Sequence[Rollout]) -> Sequence[RewardResult]:
         texts = _strip_common_prefix([_text(r.completion_text) for r in rollouts])
@@ -157,16 +158,20 @@ class GroupRank(GroupRewardBase):
         results = await asyncio.gather(*(self._rank(prompt, [anchor, *c]) for c in chunks))
         base = results[0][0][0]  # the anchor's score in the first chunk
         by_text = {anchor: base}
-        cost = 0.0
-        for chunk, (scores, spent) in zip(chunks, results, strict=True):
+        cost, tokens = 0.0, 0
+        for chunk, (scores, spent, used) in zip(chunks, results, strict=True):
             shift = base - scores[0]  # align chunks on the anchor
             for text, s in zip(chunk, scores[1:], strict=True):
                 by_text[text] = min(1.0, max(0.0, s + shift))
             cost += spent
+            tokens += used
         share = cost / len(rollouts)
         return [
             Score(
-                value=by_text[t], reason=f"ranked among {len(unique)} distinct attempts", cost=share
+                value=by_text[t],
+                reason=f"ranked among {len(unique)} distinct attempts",
+                cost=share,
+                tokens=tokens // len(rollouts),
             )
             for t in texts
         ]

@@ -226,3 +226,12 @@ def test_client_pickles(tmp_path: Path) -> None:
     )
     assert pickle.loads(pickle.dumps(c)) == c
     assert json.loads(json.dumps({"m": c.model}))["m"] == "openai/x"
+
+
+def test_tokens_per_minute_waits_once_overdrawn(tmp_path: Path, waits: list[float]) -> None:
+    # Each reply costs 60 tokens (50 prompt + 10 completion); 60 tokens a minute allowed.
+    with FakeJudgeServer(lambda r: Reply('{"score": 1}')) as server:
+        c = client(server, tmp_path, tpm=60, cache=False, model="openai/gpt-3.5-turbo")
+        for _ in range(3):
+            judge(c)
+    assert sum(waits) >= 59.9  # the third call waited for the bucket to refill a minute's worth

@@ -62,6 +62,7 @@ def test_scores_and_components(tmp_path: Path) -> None:
     assert good.value == 1.0 and bad.value == 0.0
     assert set(good.components) == {"addresses_request", "completeness", "actionable", "concise"}
     assert good.cost is not None and good.cost > 0 and good.reason == "scored 5"
+    assert good.tokens == 60  # the fake server's 50 prompt + 10 completion tokens
 
 
 INJECTIONS = [
