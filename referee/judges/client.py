@@ -214,10 +214,11 @@ class Verdict(Generic[T]):
     cached: bool
 
 
-StructuredOutput = Literal["auto", "json_schema", "prompt"]
-"""``json_schema``: ask the provider for schema-constrained JSON. ``prompt``: rely on the
-instructions and extract JSON from the text. ``auto``: json_schema where litellm says the
-model supports it."""
+StructuredOutput = Literal["auto", "json_schema", "json_object", "prompt"]
+"""``json_schema``: ask for schema-constrained JSON the OpenAI way. ``json_object``: the
+llama.cpp-server way (``{"type": "json_object", "schema": ...}``; its server rejects
+``json_schema``). ``prompt``: rely on the instructions and extract JSON from the text.
+``auto``: json_schema where litellm says the model supports it, else prompt."""
 
 
 @dataclass(kw_only=True)
@@ -280,6 +281,8 @@ class JudgeClient:
                 use = bool(_litellm().supports_response_schema(model=self.model))
             except Exception:
                 use = False
+        if self.structured == "json_object":
+            return {"type": "json_object", "schema": schema.model_json_schema()}
         if not use:
             return None
         return {

@@ -57,7 +57,12 @@ def verdict_model(rubric: Rubric) -> type[BaseModel]:
     """The verdict's shape for `rubric`: every criterion, in its range, and a short reasoning."""
     fields: dict[str, Any] = {}
     for c in rubric.criteria:
-        if c.scale is not None:
+        if c.scale is not None and c.scale.max - c.scale.min <= 100:
+            # An enum of the allowed integers: constrained decoders (llama.cpp grammars) enforce
+            # enums, but not a number's minimum and maximum.
+            allowed = tuple(range(c.scale.min, c.scale.max + 1))
+            fields[c.id] = (Literal.__getitem__(allowed), ...)
+        elif c.scale is not None:
             fields[c.id] = (int, Field(ge=c.scale.min, le=c.scale.max))
         else:
             fields[c.id] = (bool, ...)

@@ -84,7 +84,7 @@ def test_a_verdict_arrives_fits_the_schema_and_is_read(server_url: str, tmp_path
     from referee._aio import run_sync
     from referee.judges import JudgeClient
 
-    client = JudgeClient(model="openai/smollm2", api_base=server_url, structured="json_schema",
+    client = JudgeClient(model="openai/smollm2", api_base=server_url, structured="json_object",
                          timeout=120, retries=1, cache_path=str(tmp_path / "c.sqlite"))  # fmt: skip
     messages = [{"role": "user", "content": "Rate from 1 to 5 how correct this is: 2 + 2 = 4."}]
     verdict = run_sync(client.judge(messages, Grade))
@@ -99,7 +99,7 @@ def test_rubric_judge_end_to_end(server_url: str, tmp_path: Path) -> None:
 
     judge = referee.load({
         "type": "rubric_judge", "rubric": "helpfulness", "model": "openai/smollm2",
-        "api_base": server_url, "structured": "json_schema", "timeout": 120, "retries": 1,
+        "api_base": server_url, "structured": "json_object", "timeout": 120, "retries": 1,
         "cache": False,
     })  # fmt: skip
     [score] = referee.score(judge, [referee.Rollout(prompt="What is 2 + 2?", completion="4.")])
