@@ -22,6 +22,7 @@ import random
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
@@ -153,18 +154,7 @@ class _TokenBudget:
             self.tokens -= used
 
 
-_token_budgets: dict[tuple[str, str | None, float], _TokenBudget] = {}
-
-
-def _token_budget(model: str, api_base: str | None, tpm: float) -> _TokenBudget:
-    with _limiters_lock:
-        key = (model, api_base, tpm)
-        if key not in _token_budgets:
-            _token_budgets[key] = _TokenBudget(tpm)
-        return _token_budgets[key]
-
-
-_limiters: dict[tuple[str, str | None, float], _RateLimiter] = {}
+_limiters: dict[tuple[str, str | None, float, str], _RateLimiter | _TokenBudget] = {}
 _limiters_lock = threading.Lock()
 _semaphores: weakref.WeakKeyDictionary[
     asyncio.AbstractEventLoop, dict[tuple[str, str | None], asyncio.Semaphore]
@@ -172,10 +162,25 @@ _semaphores: weakref.WeakKeyDictionary[
 
 
 def _limiter(model: str, api_base: str | None, rpm: float) -> _RateLimiter:
+    """The process's requests-per-minute limiter for this model."""
+    limiter = _shared((model, api_base, rpm, "rpm"), lambda: _RateLimiter(rpm))
+    assert isinstance(limiter, _RateLimiter)  # the "rpm" keys hold only these
+    return limiter
+
+
+def _token_budget(model: str, api_base: str | None, tpm: float) -> _TokenBudget:
+    """The process's tokens-per-minute budget for this model."""
+    budget = _shared((model, api_base, tpm, "tpm"), lambda: _TokenBudget(tpm))
+    assert isinstance(budget, _TokenBudget)  # the "tpm" keys hold only these
+    return budget
+
+
+def _shared(
+    key: tuple[str, str | None, float, str], make: Callable[[], _RateLimiter | _TokenBudget]
+) -> _RateLimiter | _TokenBudget:
     with _limiters_lock:
-        key = (model, api_base, rpm)
         if key not in _limiters:
-            _limiters[key] = _RateLimiter(rpm)
+            _limiters[key] = make()
         return _limiters[key]
 
 

@@ -88,8 +88,8 @@ def _text(value: Any) -> str:
 
 
 @dataclass(kw_only=True)
-class _JudgeReward(AsyncReward):
-    """What the judge rewards share: how to reach the model, and fenced prompts."""
+class _JudgeOptions:
+    """How every judge reward reaches its model (the fields of `JudgeClient`), and the client."""
 
     model: str
     api_base: str | None = None
@@ -100,22 +100,32 @@ class _JudgeReward(AsyncReward):
     retries: int = 4
     concurrency: int = 16
     rpm: float | None = None
+    tpm: float | None = None
     cache: bool = True
     cache_path: str | None = None
     structured: StructuredOutput = "auto"
+    _client: JudgeClient = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._client = JudgeClient(
+            model=self.model, api_base=self.api_base, api_key_env=self.api_key_env,
+            temperature=self.temperature, seed=self.seed, timeout=self.timeout,
+            retries=self.retries, concurrency=self.concurrency, rpm=self.rpm, tpm=self.tpm,
+            cache=self.cache, cache_path=self.cache_path, structured=self.structured,
+        )  # fmt: skip
+
+
+@dataclass(kw_only=True)
+class _JudgeReward(_JudgeOptions, AsyncReward):
+    """What the pointwise judge rewards share: the judge, samples, and fenced prompts."""
+
     samples: int = 1
     aggregate: Literal["mean", "majority"] = "mean"
-    _client: JudgeClient = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.samples < 1:
             raise ValueError(f"samples must be at least 1, got {self.samples}")
-        self._client = JudgeClient(
-            model=self.model, api_base=self.api_base, api_key_env=self.api_key_env,
-            temperature=self.temperature, seed=self.seed, timeout=self.timeout,
-            retries=self.retries, concurrency=self.concurrency, rpm=self.rpm, cache=self.cache,
-            cache_path=self.cache_path, structured=self.structured,
-        )  # fmt: skip
+        super().__post_init__()
 
     def _messages(
         self, task: str, material: list[tuple[str, str]], reply_shape: str

@@ -23,11 +23,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from referee.judges.client import JudgeClient, StructuredOutput
 from referee.judges.rubric import Rubric, load_rubric
 from referee.registry import register
 from referee.reward import GroupRewardBase, RewardResult
-from referee.rewards.judge import _SYSTEM, _fenced, _text, fence_for
+from referee.rewards.judge import _SYSTEM, _fenced, _JudgeOptions, _text, fence_for
 from referee.rollout import Rollout
 from referee.score import Score
 
@@ -54,7 +53,7 @@ def _scores_model(count: int) -> type[BaseModel]:
 
 @register("group_rank")
 @dataclass(kw_only=True)
-class GroupRank(GroupRewardBase):
+class GroupRank(_JudgeOptions, GroupRewardBase):
     """A judge scores the attempts of a group from 0 to 1 relative to each other.
 
     Attributes:
@@ -62,27 +61,14 @@ class GroupRank(GroupRewardBase):
         orders: How many orders each group is shown in (``all``: every cyclic rotation).
         max_group: The most attempts in one call; larger groups are split with an anchor.
         model, api_base, api_key_env, temperature, seed, timeout, retries, concurrency, rpm,
-            cache, cache_path, structured: The judge, as for `rubric_judge`.
+            tpm, cache, cache_path, structured: The judge, as for `rubric_judge`.
     """
 
-    model: str
     rubric: str = "helpfulness"
     orders: int | Literal["all"] = 2
     max_group: int = 8
-    api_base: str | None = None
-    api_key_env: str | None = None
-    temperature: float = 0.0
-    seed: int | None = None
-    timeout: float = 60.0
-    retries: int = 4
-    concurrency: int = 16
-    rpm: float | None = None
-    cache: bool = True
-    cache_path: str | None = None
-    structured: StructuredOutput = "auto"
     name: str = "group_rank"
     _rubric: Rubric = field(init=False, repr=False, compare=False)
-    _client: JudgeClient = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.orders, int) and self.orders < 1:
@@ -90,12 +76,7 @@ class GroupRank(GroupRewardBase):
         if self.max_group < 2:
             raise ValueError(f"max_group must be at least 2, got {self.max_group}")
         self._rubric = load_rubric(self.rubric)
-        self._client = JudgeClient(
-            model=self.model, api_base=self.api_base, api_key_env=self.api_key_env,
-            temperature=self.temperature, seed=self.seed, timeout=self.timeout,
-            retries=self.retries, concurrency=self.concurrency, rpm=self.rpm, cache=self.cache,
-            cache_path=self.cache_path, structured=self.structured,
-        )  # fmt: skip
+        super().__post_init__()
 
     def _permutations(self, count: int) -> list[list[int]]:
         """Cyclic rotations, spread evenly: every attempt visits different slots."""
