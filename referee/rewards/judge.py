@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, create_model
 
 from referee.errors import NotApplicable
-from referee.judges.client import JudgeClient, JudgeError, StructuredOutput
+from referee.judges.client import JudgeClient, JudgeError
 from referee.judges.rubric import Rubric, load_rubric
 from referee.registry import register
 from referee.reward import AsyncReward
@@ -88,31 +88,16 @@ def _text(value: Any) -> str:
 
 
 @dataclass(kw_only=True)
-class _JudgeOptions:
-    """How every judge reward reaches its model (the fields of `JudgeClient`), and the client."""
+class _JudgeOptions(JudgeClient):
+    """How every judge reward reaches its model: the `JudgeClient` options, flat in the spec
+    (``model``, ``api_base``, ``timeout``, ...). The reward is its own client."""
 
-    model: str
-    api_base: str | None = None
-    api_key_env: str | None = None
-    temperature: float = 0.0
-    seed: int | None = None
-    timeout: float = 60.0
-    retries: int = 4
-    concurrency: int = 16
-    rpm: float | None = None
-    tpm: float | None = None
-    cache: bool = True
-    cache_path: str | None = None
-    structured: StructuredOutput = "auto"
-    _client: JudgeClient = field(init=False, repr=False, compare=False)
+    @property
+    def _client(self) -> JudgeClient:
+        return self
 
     def __post_init__(self) -> None:
-        self._client = JudgeClient(
-            model=self.model, api_base=self.api_base, api_key_env=self.api_key_env,
-            temperature=self.temperature, seed=self.seed, timeout=self.timeout,
-            retries=self.retries, concurrency=self.concurrency, rpm=self.rpm, tpm=self.tpm,
-            cache=self.cache, cache_path=self.cache_path, structured=self.structured,
-        )  # fmt: skip
+        pass  # a hook for the rewards' own __post_init__ chains
 
 
 @dataclass(kw_only=True)
