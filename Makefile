@@ -5,7 +5,10 @@ PY ?= .venv/bin/python
 install:
 	python3 -m venv .venv
 	$(PY) -m pip install -q -U pip
-	$(PY) -m pip install -q -e ".[all,dev]"
+	# torch first, pinned: 2.13.0 is the CPU wheel on this machine's disk; left to trl or verl,
+	# pip would fetch a CUDA build of several GB.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[all,trainers,dev]"
 
 check:
 	$(PY) -m ruff check referee tests benchmarks

@@ -1,0 +1,60 @@
+"""What the trainer backends share: resolving a reward, walking its tree, flat extra-info keys."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from referee.compose import Combined, Transform
+from referee.reward import GroupReward, Reward
+from referee.score import Score
+from referee.spec import load
+
+__all__ = ["iter_rewards", "needs_groups", "resolve", "top_components"]
+
+
+def resolve(reward_or_spec: Reward | str | Path | Mapping[str, Any]) -> Reward:
+    """A Reward as given, or the reward a spec (path or mapping) describes."""
+    if isinstance(reward_or_spec, (str, Path, Mapping)):
+        return load(reward_or_spec)
+    if not isinstance(reward_or_spec, Reward):
+        raise TypeError(
+            f"expected a referee Reward, a spec path or a spec mapping, got "
+            f"{type(reward_or_spec).__name__}"
+        )
+    return reward_or_spec
+
+
+def iter_rewards(reward: Reward) -> Iterator[Reward]:
+    """The reward and every reward inside it (components of combinations, transformed rewards)."""
+    yield reward
+    if isinstance(reward, Combined):
+        for component in reward.components:
+            yield from iter_rewards(component.reward)
+    elif isinstance(reward, Transform):
+        yield from iter_rewards(reward.reward)
+
+
+def needs_groups(reward: Reward) -> bool:
+    """Whether any part of the reward compares the attempts of a group."""
+    return any(isinstance(r, GroupReward) for r in iter_rewards(reward))
+
+
+def top_components(reward: Reward) -> list[tuple[str, float]]:
+    """Names and weights of a combination's top-level components; `[(name, 1.0)]` otherwise."""
+    if isinstance(reward, Combined):
+        return [(c.name, c.weight) for c in reward.components]
+    return [(reward.name, 1.0)]
+
+
+def finite_or_none(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def component_value(score: Score, name: str, whole: str) -> float | None:
+    """A component's value on a score; the total when `name` is the reward itself."""
+    if name == whole:
+        return score.value
+    return score.components.get(name)

@@ -1,0 +1,387 @@
+"""referee rewards as TRL reward functions (`GRPOTrainer(reward_funcs=...)`).
+
+Example:
+    ```python
+    from trl import GRPOConfig, GRPOTrainer
+    from referee.backends.trl import reward_funcs
+
+    funcs = reward_funcs("spec.yaml")               # a list TRL takes as reward_funcs
+    args = GRPOConfig(..., reward_weights=funcs.weights)
+    trainer = GRPOTrainer(model=..., args=args, reward_funcs=funcs, train_dataset=...)
+    ```
+
+How a TRL batch becomes rollouts:
+
+- ``prompt`` and ``completion`` as TRL gives them, text or chat messages;
+- ``reference``: the dataset column named by `reference` (``"reference"`` by default), or what
+  a function of the row returns;
+- ``metadata``: the other dataset columns (those named by `metadata`, or all of them), plus
+  ``completion_tokens`` (the completion's token count) and, with ``token_ids=True``,
+  ``completion_ids``;
+- ``group``: the prompt itself (its canonical JSON), or the column named by `group`. Group
+  rewards see whole groups whatever order TRL puts the completions in; on several processes
+  the batch is gathered first, scored once on the main process and handed back.
+
+A rollout that gets no score reaches TRL as None, which TRL turns into NaN and masks out of
+the group mean. Components and failures are logged through TRL's ``log_metric`` as
+``referee/<component>/mean`` and ``referee/failures`` (the share of the batch that failed,
+and ``referee/failures/<type>`` per failure type).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from referee._aio import run_sync
+from referee.backends._common import component_value, needs_groups, resolve, top_components
+from referee.errors import RolloutError
+from referee.reward import Reward, is_sync
+from referee.rollout import Rollout
+from referee.score import Score
+
+__all__ = ["RewardFuncs", "TRLRewardFunction", "reward_funcs"]
+
+# Keyword arguments TRL passes that are not dataset columns.
+_TRL_KWARGS = frozenset(
+    {"trainer_state", "log_extra", "log_metric", "environments", "completion_ids", "prompts"}
+)
+
+ReferenceMap = str | Callable[[Mapping[str, Any]], Any] | None
+
+
+class RewardFuncs(list):  # type: ignore[type-arg]
+    """The reward functions for ``GRPOTrainer(reward_funcs=...)``, with their ``weights``.
+
+    Pass ``weights`` as ``GRPOConfig(reward_weights=...)``: ``[1.0]`` for the whole reward, or
+    the component weights when it was split with ``per_component=True``.
+    """
+
+    weights: list[float]
+
+
+def _jsonable(value: Any) -> bool:
+    if value is None or isinstance(value, (str, bool, int)):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, (list, tuple)):
+        return all(_jsonable(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _jsonable(v) for k, v in value.items())
+    return False
+
+
+def _group_key(prompt: Any) -> str:
+    if isinstance(prompt, str):
+        return prompt
+    return json.dumps(prompt, sort_keys=True, ensure_ascii=False, default=str)
+
+
+@dataclass
+class _Scorer:
+    """Builds rollouts from TRL's arguments, scores a batch once, and logs its metrics."""
+
+    reward: Reward
+    reference: ReferenceMap = "reference"
+    metadata: Sequence[str] | None = None
+    group: str | None = None
+    token_ids: bool = False
+    log_metrics: bool = True
+    concurrency: int | None = None
+    _last: tuple[Any, Any] | None = field(default=None, init=False, repr=False)
+    _warned: bool = field(default=False, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.sync = is_sync(self.reward)
+        self.grouped = needs_groups(self.reward)
+
+    # --- rollouts ---------------------------------------------------------------------------
+
+    def rollouts(
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        completion_ids: Sequence[Sequence[int]] | None,
+        kwargs: Mapping[str, Any],
+    ) -> list[Rollout]:
+        columns = {k: v for k, v in kwargs.items() if k not in _TRL_KWARGS}
+        n = len(completions)
+        for name, values in columns.items():
+            if not isinstance(values, (list, tuple)) or len(values) != n:
+                columns = {k: v for k, v in columns.items() if k != name}
+        reference_column = self.reference if isinstance(self.reference, str) else None
+        if reference_column is not None and reference_column not in columns:
+            if reference_column != "reference":
+                raise RolloutError(
+                    f"the dataset has no column {reference_column!r} for the reference; its "
+                    f"columns are {sorted(columns)}; pass reference=<column> to reward_funcs"
+                )
+            if set(columns) - {self.group} and not self._warned:
+                # Other columns but no 'reference': the ground truth is likely under another name.
+                import warnings
+
+                warnings.warn(
+                    "referee: the dataset has no 'reference' column, so rewards see no ground "
+                    f"truth (columns: {sorted(columns)}); pass reference=<column> to reward_funcs",
+                    stacklevel=3,
+                )
+                self._warned = True
+        if self.metadata is not None:
+            missing = [c for c in self.metadata if c not in columns]
+            if missing:
+                raise RolloutError(
+                    f"metadata columns {missing} are not in the dataset "
+                    f"(columns: {sorted(columns)})"
+                )
+            meta_columns = list(self.metadata)
+        else:
+            meta_columns = [c for c in columns if c != reference_column and c != self.group]
+        if self.group is not None and self.group not in columns:
+            raise RolloutError(
+                f"the dataset has no column {self.group!r} to group by (columns: {sorted(columns)})"
+            )
+
+        out = []
+        for i in range(n):
+            row = {name: values[i] for name, values in columns.items()}
+            if callable(self.reference):
+                ref = self.reference(row)
+            elif reference_column is not None:
+                ref = row.get(reference_column)
+            else:
+                ref = None
+            meta: dict[str, Any] = {c: row[c] for c in meta_columns if _jsonable(row[c])}
+            if completion_ids is not None:
+                ids = completion_ids[i]
+                meta["completion_tokens"] = len(ids)
+                if self.token_ids:
+                    meta["completion_ids"] = [int(t) for t in ids]
+            group = row[self.group] if self.group is not None else _group_key(prompts[i])
+            rollout_id = row.get("id", i)
+            out.append(
+                Rollout(
+                    id=str(rollout_id),
+                    prompt=prompts[i],
+                    completion=completions[i],
+                    reference=ref if _jsonable(ref) else str(ref),
+                    group=str(group),
+                    metadata=meta,
+                )
+            )
+        return out
+
+    # --- scoring ----------------------------------------------------------------------------
+
+    def _distributed(self) -> tuple[Any, int, int] | None:
+        """torch.distributed, rank and world size, when a group reward runs on several ranks."""
+        if not self.grouped:
+            return None
+        try:
+            import torch.distributed as dist
+        except ImportError:
+            return None
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+            return None
+        return dist, dist.get_rank(), dist.get_world_size()
+
+    def _score_all(self, rollouts: list[Rollout]) -> list[Score]:
+        dist_info = self._distributed()
+        if dist_info is None:
+            return self._score_local(rollouts)
+        # Groups span processes: gather every rank's rollouts, score them once on rank 0 (a
+        # judge is paid once), hand each rank back its own slice.
+        dist, rank, world = dist_info
+        gathered: list[list[dict[str, Any]] | None] = [None] * world
+        dist.all_gather_object(gathered, [r.model_dump() for r in rollouts])
+        sizes = [len(g or []) for g in gathered]
+        payload: list[list[dict[str, Any]] | None] = [None]
+        if rank == 0:
+            everything = [Rollout.model_validate(d) for g in gathered for d in (g or [])]
+            payload = [[s.to_dict() for s in self._score_local(everything)]]
+        dist.broadcast_object_list(payload, src=0)
+        start = sum(sizes[:rank])
+        return [Score.from_dict(d) for d in (payload[0] or [])[start : start + sizes[rank]]]
+
+    def _score_local(self, rollouts: list[Rollout]) -> list[Score]:
+        if self.sync:
+            check = self.reward.check_safe  # type: ignore[attr-defined]
+            return [check(r) for r in rollouts]
+        return run_sync(self.reward.score_batch(rollouts, concurrency=self.concurrency))
+
+    def score(self, completions: Sequence[Any], build: Callable[[], list[Rollout]]) -> list[Score]:
+        """The batch's scores, computed once however many functions ask for them."""
+        if self._last is not None and self._last[0] is completions:
+            result: list[Score] = self._last[1]
+            return result
+        scores = self._score_all(build())
+        self._last = (completions, scores)
+        return scores
+
+    async def score_async(
+        self, completions: Sequence[Any], build: Callable[[], list[Rollout]]
+    ) -> list[Score]:
+        if self._last is not None and self._last[0] is completions:
+            pending: asyncio.Future[list[Score]] = self._last[1]
+            return await pending
+        future: asyncio.Future[list[Score]] = asyncio.get_running_loop().create_future()
+        self._last = (completions, future)
+        try:
+            rollouts = build()
+            if self._distributed() is not None:
+                scores = await asyncio.to_thread(self._score_all, rollouts)
+            else:
+                scores = await self.reward.score_batch(rollouts, concurrency=self.concurrency)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved here, so a lone caller does not log it twice
+            raise
+        future.set_result(scores)
+        return scores
+
+    # --- logging ----------------------------------------------------------------------------
+
+    def log(self, scores: list[Score], kwargs: Mapping[str, Any]) -> None:
+        if not self.log_metrics:
+            return
+        log_metric = kwargs.get("log_metric")
+        log_extra = kwargs.get("log_extra")
+        if log_metric is not None:
+            sums: dict[str, float] = {}
+            counts: Counter[str] = Counter()
+            failures: Counter[str] = Counter()
+            for s in scores:
+                for name, value in s.components.items():
+                    if value is not None:
+                        sums[name] = sums.get(name, 0.0) + value
+                        counts[name] += 1
+                if s.failure is not None:
+                    failures[s.failure.type] += 1
+            for name in sorted(sums):
+                log_metric(f"referee/{name}/mean", sums[name] / counts[name])
+            n = max(len(scores), 1)
+            log_metric("referee/failures", sum(failures.values()) / n)
+            for kind, count in sorted(failures.items()):
+                log_metric(f"referee/failures/{kind}", count / n)
+        if log_extra is not None:
+            log_extra(
+                "referee_failure",
+                [
+                    None if s.failure is None else f"{s.failure.type}: {s.failure.message}"
+                    for s in scores
+                ],
+            )
+
+
+class TRLRewardFunction:
+    """One TRL reward function: the whole reward, or one of its top-level components."""
+
+    def __init__(self, scorer: _Scorer, name: str, component: str | None, primary: bool) -> None:
+        self._scorer = scorer
+        self._component = component
+        self._primary = primary  # the function that logs the batch's metrics
+        self.__name__ = name
+
+    def __repr__(self) -> str:
+        return f"<referee reward function {self.__name__}>"
+
+    def _values(self, scores: list[Score], kwargs: Mapping[str, Any]) -> list[float | None]:
+        if self._primary:
+            self._scorer.log(scores, kwargs)
+        if self._component is None:
+            return [s.value for s in scores]
+        whole = self._scorer.reward.name
+        return [component_value(s, self._component, whole) for s in scores]
+
+    def _build(
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        completion_ids: Sequence[Sequence[int]] | None,
+        kwargs: Mapping[str, Any],
+    ) -> Callable[[], list[Rollout]]:
+        return lambda: self._scorer.rollouts(prompts, completions, completion_ids, kwargs)
+
+
+class _SyncFunction(TRLRewardFunction):
+    def __call__(
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        completion_ids: Sequence[Sequence[int]] | None = None,
+        **kwargs: Any,
+    ) -> list[float | None]:
+        build = self._build(prompts, completions, completion_ids, kwargs)
+        return self._values(self._scorer.score(completions, build), kwargs)
+
+
+class _AsyncFunction(TRLRewardFunction):
+    async def __call__(
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        completion_ids: Sequence[Sequence[int]] | None = None,
+        **kwargs: Any,
+    ) -> list[float | None]:
+        build = self._build(prompts, completions, completion_ids, kwargs)
+        return self._values(await self._scorer.score_async(completions, build), kwargs)
+
+
+def reward_funcs(
+    reward_or_spec: Reward | str | Path | Mapping[str, Any],
+    *,
+    reference: ReferenceMap = "reference",
+    metadata: Sequence[str] | None = None,
+    group: str | None = None,
+    per_component: bool = False,
+    token_ids: bool = False,
+    log_metrics: bool = True,
+    concurrency: int | None = None,
+) -> RewardFuncs:
+    """TRL reward functions for a referee reward or spec.
+
+    Args:
+        reward_or_spec: A `Reward`, or a spec file path or mapping.
+        reference: The dataset column that holds the ground truth, or a function of the row
+            (a dict of the row's columns) that returns it.
+        metadata: The dataset columns copied into ``Rollout.metadata``; all others by default.
+        group: A dataset column whose value identifies a group; by default the prompt itself.
+        per_component: One function per top-level component of a combination, weighted by
+            its weight, for TRL's own aggregation (``multi_objective_aggregation=
+            "normalize_then_sum"``). The spec is still scored once per batch. Gates and
+            ``on_none`` policies then no longer apply to the total: TRL sums the components.
+        token_ids: Also copy the completion's token ids into ``metadata.completion_ids``.
+        log_metrics: Log components and failures through TRL's ``log_metric``.
+        concurrency: How many rollouts an async reward scores at once.
+
+    Returns:
+        A list of reward functions, async where the reward waits on something (judges,
+        sandboxes), with the matching TRL ``reward_weights`` as its ``weights`` attribute.
+    """
+    reward = resolve(reward_or_spec)
+    scorer = _Scorer(
+        reward,
+        reference=reference,
+        metadata=metadata,
+        group=group,
+        token_ids=token_ids,
+        log_metrics=log_metrics,
+        concurrency=concurrency,
+    )
+    cls = _SyncFunction if scorer.sync else _AsyncFunction
+    funcs = RewardFuncs()
+    if per_component:
+        parts = top_components(reward)
+        for i, (name, _) in enumerate(parts):
+            funcs.append(cls(scorer, name, component=name, primary=i == 0))
+        funcs.weights = [w for _, w in parts]
+    else:
+        funcs.append(cls(scorer, reward.name, component=None, primary=True))
+        funcs.weights = [1.0]
+    return funcs

@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from referee.judges.testing import FakeJudgeServer, Reply
+
+
+def letter_judge(request: dict[str, Any]) -> Reply:
+    """A scripted judge whose grade is a pure function of the fenced response: 1 + (the number
+    of letters 'e' in it) mod 5, for every criterion. Any process asking gets the same grade."""
+    system, user = (m["content"] for m in request["messages"][:2])
+    fence = re.search(r"<<([0-9a-f]{24})>>", system).group(1)  # type: ignore[union-attr]
+    inside = re.findall(rf"RESPONSE:\n<<{fence}>>\n(.*?)\n<</{fence}>>", user, re.DOTALL)[0]
+    grade = 1 + inside.count("e") % 5
+    ids = re.findall(r"^- (\w+) \(", user, re.MULTILINE)
+    return Reply(json.dumps({"criteria": dict.fromkeys(ids, grade), "reasoning": f"{grade}"}))
+
+
+@pytest.fixture(scope="module")
+def judge_server() -> Iterator[FakeJudgeServer]:
+    with FakeJudgeServer(letter_judge) as server:
+        yield server
+
+
+def spec_with_judge(server: FakeJudgeServer, cache: Path | None) -> dict[str, Any]:
+    """JSON validity plus an async rubric judge on the loopback server."""
+    judge: dict[str, Any] = {
+        "type": "rubric_judge",
+        "rubric": "helpfulness",
+        "model": "openai/judge",
+        "api_base": server.url,
+        "structured": "prompt",
+        "weight": 0.7,
+    }
+    if cache is None:
+        judge["cache"] = False
+    else:
+        judge["cache_path"] = str(cache)
+    return {
+        "name": "graded",
+        "combine": "weighted",
+        "components": {"valid": {"type": "json_valid", "weight": 0.3}, "judge": judge},
+    }

@@ -1,0 +1,319 @@
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+pytest.importorskip("verl", reason="the verl extra is not installed (pip install 'referee[verl]')")
+
+import torch
+from verl import DataProto
+
+import referee
+from referee import Rollout
+from referee.backends import verl as rv
+from referee.errors import SpecError
+from referee.judges.testing import FakeJudgeServer, Reply
+from tests.backends import tiny
+
+SPEC = {
+    "name": "extract",
+    "combine": "weighted",
+    "components": {
+        "valid": {"type": "json_schema", "schema": {"type": "object"}, "weight": 0.2,
+                  "gate": True},
+        "fields": {"type": "field_match", "weight": 0.8,
+                   "fields": {"a": "number", "tags": "set_f1"}},
+    },
+}  # fmt: skip
+
+SAMPLES = [  # (response, ground truth)
+    ('{"a": 1, "tags": ["x", "y"]}', {"a": 1, "tags": ["x", "y"]}),
+    ('{"a": 2, "tags": ["x"]}', {"a": 1, "tags": ["x", "y"]}),
+    ("not json", {"a": 1, "tags": ["x"]}),
+    ('{"a": 5}', {"a": 5, "tags": []}),
+]
+
+
+@pytest.fixture
+def spec_path(tmp_path: Path) -> str:
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(SPEC))
+    return str(path)
+
+
+def expected(spec: Any, samples: list[tuple[str, Any]], **kw: Any) -> list[referee.Score]:
+    rollouts = [Rollout(completion=r, reference=gt, **kw) for r, gt in samples]
+    return referee.score(referee.load(spec), rollouts)
+
+
+def test_compute_score_has_fixed_keys_and_referee_values(spec_path: str) -> None:
+    results = [
+        rv.compute_score("extraction", r, gt, {"index": i}, spec=spec_path)
+        for i, (r, gt) in enumerate(SAMPLES)
+    ]
+    keys = {"score", "referee_failed", "referee/valid", "referee/fields"}
+    assert all(set(r) == keys for r in results)
+    assert [r["score"] for r in results] == [s.value for s in expected(SPEC, SAMPLES)]
+    assert results[2] == {
+        "score": 0.0,
+        "referee_failed": 0.0,
+        "referee/valid": 0.0,
+        "referee/fields": 0.0,
+    }  # fmt: skip  (gated: fields never ran)
+    for r in results:
+        assert all(isinstance(v, float) for v in r.values())
+
+
+def test_parquet_shapes_numpy_arrays_are_plain_values(spec_path: str) -> None:
+    gt = {"a": np.int64(1), "tags": np.array(["x", "y"], dtype=object)}
+    info = {"index": np.int64(3), "prompt": np.array([{"role": "user", "content": "hi"}])}
+    result = rv.compute_score("extraction", SAMPLES[0][0], gt, info, spec=spec_path)
+    assert result["score"] == 1.0
+    rollout = rv.rollout_from_verl("extraction", "x", gt, info)
+    assert rollout.reference == {"a": 1, "tags": ["x", "y"]} and rollout.id == "3"
+    assert rollout.prompt_text == "hi" and rollout.metadata["data_source"] == "extraction"
+
+
+def test_a_failure_gives_the_fallback_value_and_the_flag(spec_path: str) -> None:
+    spec = {"type": "math_answer", "no_answer": "fail"}
+    result = rv.compute_score("math", "no boxed answer", "4", None, spec=spec, failure_value=-1.0)
+    assert result == {"score": -1.0, "referee_failed": 1.0}
+    assert rv.compute_score("math", "\\boxed{4}", "4", None, spec=spec) == {
+        "score": 1.0,
+        "referee_failed": 0.0,
+    }
+
+
+def test_compute_score_async_gives_the_same(spec_path: str) -> None:
+    for r, gt in SAMPLES:
+        sync = rv.compute_score("x", r, gt, None, spec=spec_path)
+        assert asyncio.run(rv.compute_score_async("x", r, gt, None, spec=spec_path)) == sync
+
+
+def test_missing_spec_and_group_specs_are_clear_errors() -> None:
+    with pytest.raises(SpecError, match=r"reward_kwargs=\{spec:"):
+        rv.compute_score("x", "y", None, None)
+    group = {"type": "group_rank", "model": "openai/j", "api_base": "http://127.0.0.1:9"}
+    with pytest.raises(SpecError, match="RefereeRewardLoopManager"):
+        rv.compute_score("x", "y", None, None, spec=group)
+
+
+# --- real DataProto batches -------------------------------------------------------------
+
+
+def make_batch(
+    tok: Any,
+    items: list[tuple[str, str, Any]],
+    uids: list[str] | None = None,
+    prompt_len: int = 24,
+    response_len: int = 48,
+) -> DataProto:
+    """A verl batch: left-padded prompts, right-padded responses, as verl's rollout gives."""
+    pad = tok.pad_token_id
+    prompts, responses, masks = [], [], []
+    for prompt, response, _ in items:
+        p = tok(prompt, add_special_tokens=False).input_ids[-prompt_len:]
+        r = tok(response, add_special_tokens=False).input_ids[:response_len]
+        prompts.append([pad] * (prompt_len - len(p)) + p)
+        responses.append(r + [pad] * (response_len - len(r)))
+        masks.append([0] * (prompt_len - len(p)) + [1] * len(p) + [1] * len(r)
+                     + [0] * (response_len - len(r)))  # fmt: skip
+    prompts_t = torch.tensor(prompts)
+    responses_t = torch.tensor(responses)
+    tensors = {
+        "prompts": prompts_t,
+        "responses": responses_t,
+        "input_ids": torch.cat([prompts_t, responses_t], dim=1),
+        "attention_mask": torch.tensor(masks),
+    }
+    non_tensors: dict[str, Any] = {
+        "data_source": np.array(["extraction"] * len(items), dtype=object),
+        "reward_model": np.array(
+            [{"ground_truth": gt, "style": "rule"} for *_, gt in items], dtype=object
+        ),
+        "extra_info": np.array([{"index": i} for i in range(len(items))], dtype=object),
+    }
+    if uids is not None:
+        non_tensors["uid"] = np.array(uids, dtype=object)
+    return DataProto.from_dict(tensors=tensors, non_tensors=non_tensors)
+
+
+def last_token_positions(batch: DataProto) -> list[int]:
+    prompt_len = batch.batch["prompts"].shape[1]
+    return (batch.batch["attention_mask"][:, prompt_len:].sum(dim=1) - 1).tolist()
+
+
+def test_legacy_naive_reward_manager_with_compute_score(spec_path: str) -> None:
+    from verl.workers.reward_manager import NaiveRewardManager
+
+    tok = tiny.tokenizer()
+    batch = make_batch(tok, [("Extract:", r, gt) for r, gt in SAMPLES])
+    score_fn = partial(rv.compute_score, spec=spec_path)
+    manager = NaiveRewardManager(tok, num_examine=0, compute_score=score_fn)
+    out = manager(batch, return_dict=True)
+    tensor, extra = out["reward_tensor"], out["reward_extra_info"]
+    want = [s.value for s in expected(SPEC, SAMPLES)]
+    for i, pos in enumerate(last_token_positions(batch)):
+        assert tensor[i, pos].item() == pytest.approx(want[i])
+        assert tensor[i].count_nonzero().item() == (1 if want[i] else 0)  # only the last token
+    assert set(extra) == {"score", "referee_failed", "referee/valid", "referee/fields"}
+    assert extra["score"] == pytest.approx(want)
+
+
+# --- group rewards: a scripted judge that ranks within the group it is shown ----------------
+
+
+def attempts(request: dict[str, Any]) -> list[str]:
+    system, user = (m["content"] for m in request["messages"][:2])
+    fence = re.search(r"<<([0-9a-f]{24})>>", system).group(1)  # type: ignore[union-attr]
+    return re.findall(rf"ATTEMPT \d+:\n<<{fence}>>\n(.*?)\n<</{fence}>>", user, re.DOTALL)
+
+
+def relative(request: dict[str, Any]) -> Reply:
+    """Scores each attempt by its rank by length within what it was shown: a group split in
+    two would get different scores than the whole group."""
+    shown = attempts(request)
+    order = sorted(shown, key=len)
+    n = max(len(shown) - 1, 1)
+    return Reply(json.dumps({"scores": [order.index(a) / n for a in shown]}))
+
+
+@pytest.fixture(scope="module")
+def ranking_server() -> Iterator[FakeJudgeServer]:
+    with FakeJudgeServer(relative) as server:
+        yield server
+
+
+def rank_spec(server: FakeJudgeServer) -> dict[str, Any]:
+    return {"name": "ranked", "type": "group_rank", "model": "openai/j", "api_base": server.url,
+            "cache": False, "structured": "prompt", "orders": 1}  # fmt: skip
+
+
+GROUPED = [  # three groups of three, their members interleaved in the batch
+    ("Q1", "a", "g1"), ("Q2", "bb", "g2"), ("Q1", "aaaa", "g1"), ("Q3", "c", "g3"),
+    ("Q2", "b", "g2"), ("Q1", "aa", "g1"), ("Q3", "ccc", "g3"), ("Q2", "bbbbb", "g2"),
+    ("Q3", "cc", "g3"),
+]  # fmt: skip
+GROUPED_WANT = [0.0, 0.5, 1.0, 0.0, 0.0, 0.5, 1.0, 1.0, 0.5]
+
+
+def test_legacy_referee_manager_scores_whole_groups_by_uid(
+    tmp_path: Path, ranking_server: FakeJudgeServer
+) -> None:
+    tok = tiny.tokenizer()
+    batch = make_batch(tok, [(q, r, None) for q, r, _ in GROUPED], uids=[g for *_, g in GROUPED])
+    manager = rv.RefereeRewardManager(tok, spec=rank_spec(ranking_server))
+    out = manager(batch, return_dict=True)
+    positions = last_token_positions(batch)
+    got = [out["reward_tensor"][i, p].item() for i, p in enumerate(positions)]
+    assert got == pytest.approx(GROUPED_WANT)
+    assert out["reward_extra_info"]["referee_failed"] == [0.0] * len(GROUPED)
+
+
+# --- verl's reward loop on local Ray ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}})  # fmt: skip
+    yield
+    ray.shutdown()
+
+
+def loop_config(tmp_path: Path, manager: dict[str, Any], reward_kwargs: dict[str, Any],
+                n: int, workers: int) -> Any:  # fmt: skip
+    from omegaconf import OmegaConf
+
+    tok_dir = tmp_path / "tok"
+    tiny.tokenizer().save_pretrained(tok_dir)
+    return OmegaConf.create({
+        "actor_rollout_ref": {"model": {"path": str(tok_dir), "tokenizer_path": None},
+                              "rollout": {"n": n, "val_kwargs": {"n": 1}}},
+        "reward": {
+            "num_workers": workers,
+            "custom_reward_function": {"path": "pkg://referee.backends.verl",
+                                       "name": "compute_score_async",
+                                       "reward_kwargs": reward_kwargs},
+            "reward_manager": {"source": "register", "name": "naive",
+                               "module": {"path": None, "name": None}, **manager},
+            "reward_model": {"enable": False, "enable_resource_pool": False},
+            "sandbox_fusion": None,
+        },
+        "trainer": {"experiment_name": "test"},
+    })  # fmt: skip
+
+
+@pytest.mark.slow
+def test_reward_loop_with_compute_score_async(
+    tmp_path: Path, spec_path: str, local_ray: None
+) -> None:
+    from verl.experimental.reward_loop import RewardLoopManager
+
+    config = loop_config(tmp_path, {}, {"spec": spec_path}, n=1, workers=2)
+    tok = tiny.tokenizer()
+    batch = make_batch(tok, [("Extract:", r, gt) for r, gt in SAMPLES])
+    out = RewardLoopManager(config).compute_rm_score(batch)
+    want = [s.value for s in expected(SPEC, SAMPLES)]
+    scores = out.batch["rm_scores"]
+    for i, pos in enumerate(last_token_positions(batch)):
+        assert scores[i, pos].item() == pytest.approx(want[i])
+        assert scores[i].count_nonzero().item() == (1 if want[i] else 0)
+    assert set(out.meta_info["reward_extra_keys"]) == {
+        "score", "referee_failed", "referee/valid", "referee/fields"
+    }  # fmt: skip
+    fields = [s.components.get("fields") or 0.0 for s in expected(SPEC, SAMPLES)]
+    assert list(out.non_tensor_batch["referee/fields"]) == pytest.approx(fields)
+
+
+@pytest.mark.slow
+def test_reward_loop_manager_meets_groups_across_workers(
+    tmp_path: Path, ranking_server: FakeJudgeServer, local_ray: None
+) -> None:
+    from verl.experimental.reward_loop import RewardLoopManager
+
+    manager = {"source": "importlib", "name": "RefereeRewardLoopManager",
+               "module": {"path": "pkg://referee.backends.verl", "name": None}}  # fmt: skip
+    # Three workers, nine interleaved samples: each worker gets three, from different groups.
+    config = loop_config(tmp_path, manager, {"spec": rank_spec(ranking_server)}, n=3, workers=3)
+    tok = tiny.tokenizer()
+    batch = make_batch(tok, [(q, r, None) for q, r, _ in GROUPED], uids=[g for *_, g in GROUPED])
+    out = RewardLoopManager(config).compute_rm_score(batch)
+    positions = last_token_positions(batch)
+    got = [out.batch["rm_scores"][i, p].item() for i, p in enumerate(positions)]
+    assert got == pytest.approx(GROUPED_WANT)
+    assert sorted(len(attempts(r)) for r in ranking_server.requests[-3:]) == [3, 3, 3]
+
+
+def test_group_collector_late_copies_stragglers_and_timeouts(
+    ranking_server: FakeJudgeServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    collector = rv.GroupCollector(rank_spec(ranking_server), timeout=0.5)
+
+    def member(text: str, uid: str = "g") -> dict[str, Any]:
+        return Rollout(completion=text, prompt="Q", group=uid).model_dump()
+
+    async def run() -> list[list[float]]:
+        whole = await asyncio.gather(*(collector.submit(member(t), 3) for t in ("x", "xxx", "xx")))
+        copy = await collector.submit(member("x"), 3)  # verl's padding: a copy, after the fact
+        straggler = await collector.submit(member("xxxx"), 3)  # its group closed without it
+        partial = await asyncio.gather(*(collector.submit(member(t, "h"), 3) for t in ("y", "yy")))
+        return [[d["reward"] for d in part] for part in (whole, [copy], [straggler], partial)]
+
+    with caplog.at_level("WARNING", logger="referee.verl"):
+        whole, copy, straggler, partial = asyncio.run(run())
+    assert whole == [0.0, 1.0, 0.5] and copy == [0.0]
+    assert straggler == [0.5]  # alone: nothing to rank against
+    assert partial == [0.0, 1.0]  # scored with what arrived, after the timeout
+    assert "group h scored with 2 of 3 members" in caplog.text
