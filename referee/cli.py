@@ -193,6 +193,55 @@ def demo(width: int) -> None:
             console.print(summary_table)
 
 
+@main.command()
+@click.option("--spec", "-s", required=True, help="Reward spec file (YAML or JSON).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--max-concurrent", default=8, show_default=True, type=click.IntRange(1),
+    help="Requests scored at once; more wait their turn.",
+)  # fmt: skip
+@click.option(
+    "--max-batch", default=10_000, show_default=True, type=click.IntRange(1),
+    help="The most rollouts one request may carry (413 beyond).",
+)  # fmt: skip
+@click.option(
+    "--failure-value", default=0.0, show_default=True,
+    help="What /get_reward (OpenRLHF) returns for a rollout with no score.",
+)  # fmt: skip
+def serve(
+    spec: str, host: str, port: int, max_concurrent: int, max_batch: int, failure_value: float
+) -> None:
+    """Serve a reward over HTTP: /score, /get_reward (OpenRLHF) and /health."""
+    import asyncio
+
+    try:
+        from referee.backends.server import serve as run_server
+    except RefereeError as exc:
+        raise click.ClickException(str(exc)) from None
+    reward = _load_spec(spec)
+    err = Console(stderr=True)
+
+    def ready(url: str) -> None:
+        err.print(f"referee: serving {reward.name!r} on {url} (Ctrl-C or SIGTERM to stop)")
+
+    try:
+        asyncio.run(
+            run_server(
+                reward,
+                host=host,
+                port=port,
+                max_batch=max_batch,
+                max_concurrent=max_concurrent,
+                failure_value=failure_value,
+                ready=ready,
+            )
+        )
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None
+    err.print("referee: stopped")
+
+
 @main.command("types")
 def types_() -> None:
     """List the reward types a spec can use (built-in and plugins)."""

@@ -1,0 +1,283 @@
+"""`referee serve`: a reward as an HTTP service any trainer can call.
+
+Endpoints:
+
+- ``GET /health``: ``{"status": "ok", "reward": name, "in_flight": n}``; 503 while shutting down.
+- ``POST /score``: ``{"rollouts": [rollout, ...]}`` (the canonical rollout shape, as in a JSONL
+  file) -> ``{"scores": [{"id", "reward", "components", "reason", "failure", ...}, ...]}``, one
+  per rollout, in order. A rollout that gets no score has ``"reward": null`` and its failure.
+- ``POST /get_reward``: OpenRLHF's remote reward-model protocol: ``{"query": [...],
+  "prompts": [...], "labels": [...]}`` -> ``{"rewards": [...], "scores": [...], "extra_logs":
+  {...}}``. The completion is the query with its prompt removed; a label that is a JSON object
+  or array is decoded. OpenRLHF needs a number for every sample, so a failure gives
+  ``failure_value`` with ``extra_logs["referee_failed"]`` set, as in verl.
+
+Errors are JSON, ``{"error": {"type", "message"}}``, with the status that fits: 400 for a body
+that is not JSON or not the expected shape, 422 for a rollout that fails validation (the message
+names its index and field), 413 for a batch over ``max_batch``, 404 for an unknown path.
+Requests are scored at most ``max_concurrent`` at a time (others wait); on SIGTERM or SIGINT
+the server stops taking requests, finishes those in flight, then exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from referee.backends._common import resolve, top_components
+from referee.errors import MissingDependency
+from referee.reward import Reward, is_sync
+from referee.rollout import Rollout
+from referee.score import Score
+
+try:
+    from aiohttp import web
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise MissingDependency("aiohttp", "serve", "referee serve") from exc
+
+__all__ = ["RewardService", "serve"]
+
+logger = logging.getLogger("referee.serve")
+
+DEFAULT_MAX_BATCH = 10_000
+DEFAULT_MAX_CONCURRENT = 8
+
+
+class _BadRequest(Exception):
+    def __init__(self, status: int, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+
+
+def _error(status: int, kind: str, message: str) -> web.Response:
+    return web.json_response({"error": {"type": kind, "message": message}}, status=status)
+
+
+@dataclass
+class RewardService:
+    """The aiohttp application around one reward.
+
+    Attributes:
+        reward: What scores the rollouts.
+        max_batch: The most rollouts one request may carry.
+        max_concurrent: How many requests are scored at once; more wait their turn.
+        failure_value: What OpenRLHF gets for a rollout with no score.
+        concurrency: How many rollouts an async reward scores at once within a request.
+    """
+
+    reward: Reward
+    max_batch: int = DEFAULT_MAX_BATCH
+    max_concurrent: int = DEFAULT_MAX_CONCURRENT
+    failure_value: float = 0.0
+    concurrency: int | None = None
+    in_flight: int = field(default=0, init=False)
+    closing: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        self._sync = is_sync(self.reward)
+        self._slots: asyncio.Semaphore | None = None
+        names = [n for n, _ in top_components(self.reward) if n != self.reward.name]
+        self._component_keys = names
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[self._errors], client_max_size=256 * 1024**2)
+        app.router.add_get("/health", self.health)
+        app.router.add_post("/score", self.score)
+        app.router.add_post("/get_reward", self.get_reward)
+        return app
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    @web.middleware
+    async def _errors(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except _BadRequest as exc:
+            return _error(exc.status, exc.kind, str(exc))
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            return _error(exc.status, exc.reason.lower().replace(" ", "_"), exc.reason)
+        except Exception as exc:  # a bug of ours: say so, keep serving
+            logger.exception("referee serve: %s %s failed", request.method, request.path)
+            return _error(500, "internal", f"{type(exc).__name__}: {exc}")
+
+    async def _body(self, request: web.Request) -> Mapping[str, Any]:
+        try:
+            body = await request.json(loads=json.loads)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise _BadRequest(400, "invalid_json", f"the request body is not JSON: {exc}") from exc
+        if not isinstance(body, dict):
+            raise _BadRequest(400, "invalid_body", "the request body must be a JSON object")
+        return body
+
+    def _list(self, body: Mapping[str, Any], key: str, required: bool = True) -> list[Any]:
+        value = body.get(key)
+        if value is None and not required:
+            return []
+        if not isinstance(value, list):
+            raise _BadRequest(
+                400, "invalid_body", f"{key!r} must be a list, found {type(value).__name__}"
+            )
+        if len(value) > self.max_batch:
+            raise _BadRequest(
+                413, "batch_too_large",
+                f"{len(value)} items in {key!r}, more than the server's max_batch "
+                f"{self.max_batch}; send smaller batches or start it with --max-batch",
+            )  # fmt: skip
+        return value
+
+    async def _score(self, rollouts: list[Rollout]) -> list[Score]:
+        if self.closing:
+            raise _BadRequest(503, "shutting_down", "the server is shutting down")
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.max_concurrent)
+        self.in_flight += 1
+        try:
+            async with self._slots:
+                if self._sync:
+                    # A CPU-bound batch runs off the event loop, so /health still answers.
+                    check = self.reward.check_safe  # type: ignore[attr-defined]
+                    return await asyncio.to_thread(lambda: [check(r) for r in rollouts])
+                return await self.reward.score_batch(rollouts, concurrency=self.concurrency)
+        finally:
+            self.in_flight -= 1
+
+    # --- endpoints --------------------------------------------------------------------------
+
+    async def health(self, request: web.Request) -> web.Response:
+        status = 503 if self.closing else 200
+        body = {
+            "status": "shutting_down" if self.closing else "ok",
+            "reward": self.reward.name,
+            "in_flight": self.in_flight,
+        }
+        return web.json_response(body, status=status)
+
+    async def score(self, request: web.Request) -> web.Response:
+        items = self._list(await self._body(request), "rollouts")
+        rollouts = []
+        for i, item in enumerate(items):
+            try:
+                rollouts.append(Rollout.model_validate(item))
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"]) or "(the rollout)"
+                raise _BadRequest(
+                    422, "invalid_rollout", f"rollouts[{i}].{where}: {first['msg']}"
+                ) from exc
+        scores = await self._score(rollouts)
+        out = [{"id": r.id, **s.to_dict()} for r, s in zip(rollouts, scores, strict=True)]
+        return web.json_response({"scores": out}, dumps=_dumps)
+
+    async def get_reward(self, request: web.Request) -> web.Response:
+        body = await self._body(request)
+        queries = self._list(body, "query")
+        prompts = self._list(body, "prompts", required=False)
+        labels = self._list(body, "labels", required=False)
+        for key, values in (("prompts", prompts), ("labels", labels)):
+            if values and len(values) != len(queries):
+                raise _BadRequest(
+                    400, "invalid_body",
+                    f"{len(values)} {key} for {len(queries)} queries; send one per query",
+                )  # fmt: skip
+        rollouts = [
+            _openrlhf_rollout(i, q, prompts[i] if prompts else "", labels[i] if labels else None)
+            for i, q in enumerate(queries)
+        ]
+        scores = await self._score(rollouts)
+        rewards = [self.failure_value if s.value is None else s.value for s in scores]
+        extra: dict[str, list[float]] = {
+            "referee_failed": [0.0 if s.value is not None else 1.0 for s in scores]
+        }
+        for name in self._component_keys:
+            extra[f"referee/{name}"] = [
+                v if (v := s.components.get(name)) is not None else self.failure_value
+                for s in scores
+            ]
+        return web.json_response(
+            {"rewards": rewards, "scores": rewards, "extra_logs": extra}, dumps=_dumps
+        )
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+def _openrlhf_rollout(index: int, query: Any, prompt: Any, label: Any) -> Rollout:
+    if not isinstance(query, str):
+        raise _BadRequest(400, "invalid_body", f"query[{index}] must be a string")
+    prompt = prompt if isinstance(prompt, str) else ""
+    completion = query[len(prompt) :] if prompt and query.startswith(prompt) else query
+    if isinstance(label, str) and label.lstrip()[:1] in ("{", "["):
+        with contextlib.suppress(json.JSONDecodeError):  # one that only looks like JSON: text
+            label = json.loads(label)
+    try:
+        return Rollout(id=str(index), prompt=prompt, completion=completion, reference=label)
+    except ValidationError as exc:
+        message = f"labels[{index}]: {exc.errors()[0]['msg']}"
+        raise _BadRequest(422, "invalid_rollout", message) from exc
+
+
+async def serve(
+    reward_or_spec: Reward | str | Path | Mapping[str, Any],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    max_batch: int = DEFAULT_MAX_BATCH,
+    max_concurrent: int = DEFAULT_MAX_CONCURRENT,
+    failure_value: float = 0.0,
+    shutdown_timeout: float = 60.0,
+    ready: Callable[[str], None] | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Serve a reward until SIGTERM/SIGINT (or `stop` is set), then drain and return.
+
+    `ready` is called with the base URL once the socket is listening (port 0 picks a free one).
+    """
+    service = RewardService(
+        resolve(reward_or_spec),
+        max_batch=max_batch,
+        max_concurrent=max_concurrent,
+        failure_value=failure_value,
+    )
+    runner = web.AppRunner(service.app(), shutdown_timeout=shutdown_timeout, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    bound = runner.addresses[0]
+    url = f"http://{bound[0]}:{bound[1]}"
+    if ready is not None:
+        ready(url)
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    handled: list[signal.Signals] = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+            handled.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass  # not the main thread: the caller stops us through `stop`
+    try:
+        await stop.wait()
+    finally:
+        service.closing = True
+        # Drain: requests already being scored finish and get their answer.
+        deadline = loop.time() + shutdown_timeout
+        while service.in_flight and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        for sig in handled:
+            loop.remove_signal_handler(sig)
+        await runner.cleanup()

@@ -1,0 +1,214 @@
+"""`referee serve`, run as users run it (the CLI in its own process), over real HTTP."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+pytest.importorskip(
+    "aiohttp", reason="the serve extra is not installed (pip install 'referee[serve]')"
+)
+
+import referee
+from referee import Rollout
+from referee.judges.testing import FakeJudgeServer, Reply
+from tests.backends.conftest import letter_judge
+
+SPEC = {
+    "name": "answer",
+    "combine": "weighted",
+    "components": {
+        "boxed": {"type": "math_answer", "no_answer": "fail", "weight": 0.8},
+        "short": {"type": "length", "unit": "chars", "max_length": 40, "cache_length": 20,
+                  "weight": 0.2},
+    },
+    "on_none": "fail",
+}  # fmt: skip
+
+
+def request(
+    url: str, body: Any = None, *, method: str = "POST", raw: bytes | None = None
+) -> tuple[int, Any]:
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"content-type": "application/json"})  # fmt: skip
+    try:
+        with urllib.request.urlopen(req, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+class Server:
+    def __init__(self, spec_path: Path, *args: str) -> None:
+        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "referee.cli", "serve", "--spec", str(spec_path),
+             "--port", "0", *args],
+            stderr=subprocess.PIPE, text=True, env=env,
+        )  # fmt: skip
+        assert self.proc.stderr is not None
+        line = self.proc.stderr.readline()
+        match = re.search(r"on (http://\S+)", line)
+        assert match, f"the server did not start: {line}{self.proc.stderr.read()}"
+        self.url = match.group(1)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=60)
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Any]:
+    started: list[Server] = []
+
+    def start(spec: dict[str, Any], *args: str) -> Server:
+        path = tmp_path / f"spec{len(started)}.yaml"
+        path.write_text(yaml.safe_dump(spec))
+        started.append(Server(path, *args))
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+ROLLOUTS = [
+    {"id": "a", "prompt": "2+2?", "completion": "\\boxed{4}", "reference": "4"},
+    {"id": "b", "prompt": "2+2?", "completion": "It is \\boxed{5}, " + "x" * 40, "reference": "4"},
+    {"id": "c", "prompt": "2+2?", "completion": "no idea", "reference": "4"},
+]
+
+
+def test_health_and_score_give_what_referee_score_gives(serve: Any) -> None:
+    server = serve(SPEC)
+    assert request(server.url + "/health", method="GET") == (
+        200, {"status": "ok", "reward": "answer", "in_flight": 0}
+    )  # fmt: skip
+    status, body = request(server.url + "/score", {"rollouts": ROLLOUTS})
+    assert status == 200
+    want = referee.score(referee.load(SPEC), [Rollout.model_validate(r) for r in ROLLOUTS])
+    assert [s["reward"] for s in body["scores"]] == [w.value for w in want]
+    assert [s["id"] for s in body["scores"]] == ["a", "b", "c"]
+    assert body["scores"][0]["components"] == dict(want[0].components)
+    failed = body["scores"][2]
+    assert failed["reward"] is None and failed["failure"] == want[2].failure.to_dict()  # type: ignore[union-attr]
+
+
+def test_openrlhf_protocol(serve: Any) -> None:
+    server = serve(SPEC, "--failure-value", "-1")
+    prompts = ["Q: 2+2?\nA: ", "Q: 3+3?\nA: ", "Q: x?\nA: "]
+    answers = ["\\boxed{4}", "\\boxed{7}", "I don't know"]
+    status, body = request(
+        server.url + "/get_reward",
+        {"query": [p + a for p, a in zip(prompts, answers, strict=True)], "prompts": prompts,
+         "labels": ["4", "6", "1"]},
+    )  # fmt: skip
+    assert status == 200
+    want = referee.score(
+        referee.load(SPEC),
+        [Rollout(prompt=p, completion=a, reference=r)
+         for p, a, r in zip(prompts, answers, ["4", "6", "1"], strict=True)],
+    )  # fmt: skip
+    assert body["rewards"] == [want[0].value, want[1].value, -1.0]
+    assert body["scores"] == body["rewards"]
+    assert body["extra_logs"]["referee_failed"] == [0.0, 0.0, 1.0]
+    assert set(body["extra_logs"]) == {"referee_failed", "referee/boxed", "referee/short"}
+
+
+def test_openrlhf_labels_that_are_json_objects_are_decoded(serve: Any) -> None:
+    spec = {"type": "field_match", "fields": {"a": "number"}}
+    server = serve(spec)
+    status, body = request(
+        server.url + "/get_reward", {"query": ['{"a": 2}'], "labels": ['{"a": 2}']}
+    )
+    assert status == 200 and body["rewards"] == [1.0]
+
+
+def test_errors_are_json_with_the_right_status(serve: Any) -> None:
+    server = serve(SPEC, "--max-batch", "2")
+    status, body = request(server.url + "/score", raw=b"{not json")
+    assert status == 400 and body["error"]["type"] == "invalid_json"
+    status, body = request(server.url + "/score", [1, 2])
+    assert status == 400 and "JSON object" in body["error"]["message"]
+    status, body = request(server.url + "/score", {"rollouts": "x"})
+    assert status == 400 and "'rollouts' must be a list" in body["error"]["message"]
+    status, body = request(server.url + "/score", {"rollouts": [{"completion": "x"}, {"id": "z"}]})
+    assert status == 422 and body["error"]["message"].startswith("rollouts[1].completion")
+    status, body = request(server.url + "/score", {"rollouts": ROLLOUTS})
+    assert status == 413 and "max_batch 2" in body["error"]["message"]
+    status, body = request(server.url + "/get_reward", {"query": ["a"], "prompts": ["a", "b"]})
+    assert status == 400 and "2 prompts for 1 queries" in body["error"]["message"]
+    status, body = request(server.url + "/nowhere", {})
+    assert status == 404 and body["error"]["type"] == "not_found"
+    status, body = request(server.url + "/score", method="GET")
+    assert status == 405
+    # After all that, it still serves.
+    assert request(server.url + "/score", {"rollouts": ROLLOUTS[:1]})[0] == 200
+
+
+def judge_spec(judge: FakeJudgeServer) -> dict[str, Any]:
+    return {"type": "rubric_judge", "rubric": "helpfulness", "model": "openai/j",
+            "api_base": judge.url, "structured": "prompt", "cache": False}  # fmt: skip
+
+
+def test_requests_wait_for_a_slot(serve: Any) -> None:
+    starts: list[float] = []
+
+    def slow(req: dict[str, Any]) -> Reply:
+        starts.append(time.monotonic())
+        return dataclasses.replace(letter_judge(req), delay=0.5)
+
+    with FakeJudgeServer(slow) as judge:
+        server = serve(judge_spec(judge), "--max-concurrent", "1")
+        results: list[tuple[int, Any]] = []
+        one = {"rollouts": [{"prompt": "q", "completion": "hello"}]}
+        threads = [threading.Thread(target=lambda: results.append(request(server.url + "/score",
+                   one))) for _ in range(2)]  # fmt: skip
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert [r[0] for r in results] == [200, 200]
+    assert len(starts) == 2 and starts[1] - starts[0] >= 0.45  # the second waited its turn
+
+
+def test_sigterm_finishes_requests_in_flight_then_exits(serve: Any) -> None:
+    def slow(req: dict[str, Any]) -> Reply:
+        return dataclasses.replace(letter_judge(req), delay=1.5)
+
+    with FakeJudgeServer(slow) as judge:
+        server = serve(judge_spec(judge))
+        result: list[tuple[int, Any]] = []
+        body = {"rollouts": [{"prompt": "q", "completion": "eee"}]}
+        thread = threading.Thread(
+            target=lambda: result.append(request(server.url + "/score", body))
+        )
+        thread.start()
+        deadline = time.monotonic() + 10
+        while request(server.url + "/health", method="GET")[1]["in_flight"] == 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        server.proc.send_signal(signal.SIGTERM)
+        thread.join(timeout=30)
+        assert server.proc.wait(timeout=30) == 0
+    assert result and result[0][0] == 200
+    assert result[0][1]["scores"][0]["reward"] is not None  # answered, not dropped
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(server.url + "/health", timeout=5)
