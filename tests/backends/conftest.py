@@ -47,3 +47,13 @@ def spec_with_judge(server: FakeJudgeServer, cache: Path | None) -> dict[str, An
         "combine": "weighted",
         "components": {"valid": {"type": "json_valid", "weight": 0.3}, "judge": judge},
     }
+
+
+@pytest.fixture(scope="session")
+def local_ray() -> Iterator[None]:
+    """A local Ray for verl's reward loop; started once, it takes seconds."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}})  # fmt: skip
+    yield
+    ray.shutdown()

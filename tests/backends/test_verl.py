@@ -140,7 +140,11 @@ def make_batch(
         "reward_model": np.array(
             [{"ground_truth": gt, "style": "rule"} for *_, gt in items], dtype=object
         ),
-        "extra_info": np.array([{"index": i} for i in range(len(items))], dtype=object),
+        # The prompt in extra_info too, as examples/verl/prepare.py writes it: compute_score
+        # sees no prompt otherwise.
+        "extra_info": np.array(
+            [{"index": i, "prompt": prompt} for i, (prompt, *_) in enumerate(items)], dtype=object
+        ),
     }
     if uids is not None:
         non_tensors["uid"] = np.array(uids, dtype=object)
@@ -220,16 +224,6 @@ def test_legacy_referee_manager_scores_whole_groups_by_uid(
 
 
 # --- verl's reward loop on local Ray ----------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}})  # fmt: skip
-    yield
-    ray.shutdown()
 
 
 def loop_config(tmp_path: Path, manager: dict[str, Any], reward_kwargs: dict[str, Any],
