@@ -117,13 +117,20 @@ def _date(v: Any) -> date | None:
         return None
 
 
+_VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
+
+
 def baseline(rollouts: list[referee.Rollout]) -> list[float]:
-    validator = jsonschema.Draft202012Validator(SCHEMA)
+    return baseline_pairs([(r.completion_text, r.reference) for r in rollouts])
+
+
+def baseline_pairs(pairs: list[tuple[str, Any]]) -> list[float]:
+    """The extraction spec's values, by hand, for (completion text, reference) pairs."""
+    validator = _VALIDATOR
     out = []
-    for r in rollouts:
-        ref: Any = r.reference
+    for text, ref in pairs:
         try:
-            pred = json.loads(r.completion_text)
+            pred = json.loads(text)
         except ValueError:
             out.append(0.0)
             continue

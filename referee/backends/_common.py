@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -12,7 +14,7 @@ from referee.reward import GroupReward, Reward
 from referee.score import Score
 from referee.spec import load
 
-__all__ = ["iter_rewards", "needs_groups", "resolve", "top_components"]
+__all__ = ["decode_json_text", "iter_rewards", "needs_groups", "resolve", "top_components"]
 
 
 def resolve(reward_or_spec: Reward | str | Path | Mapping[str, Any]) -> Reward:
@@ -58,3 +60,16 @@ def component_value(score: Score, name: str, whole: str) -> float | None:
     if name == whole:
         return score.value
     return score.components.get(name)
+
+
+def decode_json_text(value: Any) -> Any:
+    """A reference sent as text: decoded when it is a JSON object or array, else as given.
+
+    Trainers pass ground truth as strings (verl parquet columns, OpenRLHF labels); an object
+    stored as JSON text is what a field comparison needs. Plain answers ("42", "x = 2") stay
+    text: only text starting with ``{`` or ``[`` is decoded, and only when it parses.
+    """
+    if isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
+        with contextlib.suppress(json.JSONDecodeError):
+            return json.loads(value)
+    return value

@@ -22,7 +22,6 @@ the server stops taking requests, finishes those in flight, then exits.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import signal
@@ -33,7 +32,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from referee.backends._common import resolve, top_components
+from referee.backends._common import decode_json_text, resolve, top_components
 from referee.errors import MissingDependency
 from referee.reward import Reward, is_sync
 from referee.rollout import Rollout
@@ -221,9 +220,7 @@ def _openrlhf_rollout(index: int, query: Any, prompt: Any, label: Any) -> Rollou
         raise _BadRequest(400, "invalid_body", f"query[{index}] must be a string")
     prompt = prompt if isinstance(prompt, str) else ""
     completion = query[len(prompt) :] if prompt and query.startswith(prompt) else query
-    if isinstance(label, str) and label.lstrip()[:1] in ("{", "["):
-        with contextlib.suppress(json.JSONDecodeError):  # one that only looks like JSON: text
-            label = json.loads(label)
+    label = decode_json_text(label)
     try:
         return Rollout(id=str(index), prompt=prompt, completion=completion, reference=label)
     except ValidationError as exc:

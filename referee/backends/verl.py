@@ -14,7 +14,9 @@ combination. verl has no way to mask a sample, so a rollout that gets no score i
 a component that was not run (a gate stopped it) or failed reads ``failure_value`` too. Never
 None, never NaN.
 
-``compute_score`` sees one sample: its ``solution_str``, ``ground_truth`` (the reference),
+``compute_score`` sees one sample: its ``solution_str``, ``ground_truth`` (the reference; text
+that is a JSON object or array is decoded, so store nested references as JSON strings, which
+parquet keeps exactly),
 ``data_source`` and ``extra_info`` (metadata). The prompt reaches rewards that need it (judges)
 from ``extra_info["prompt"]`` (or ``"question"``); put it there when preparing the parquet, or
 use a referee reward manager, which decodes the prompt itself.
@@ -48,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from referee._aio import run_sync
-from referee.backends._common import needs_groups, resolve, top_components
+from referee.backends._common import decode_json_text, needs_groups, resolve, top_components
 from referee.errors import MissingDependency, SpecError
 from referee.reward import Reward, is_sync
 from referee.rollout import Rollout
@@ -140,7 +142,7 @@ def rollout_from_verl(
         id=str(info.get("index", "")),
         prompt=_plain(prompt),
         completion=solution_str,
-        reference=_plain(ground_truth),
+        reference=decode_json_text(_plain(ground_truth)),
         group=group,
         metadata=metadata,
     )
