@@ -11,7 +11,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def test_python_example_runs(capsys) -> None:  # type: ignore[no-untyped-def]
-    [code] = re.findall(r"```python\n(.*?)```", README.read_text(), re.DOTALL)
+    code, *_ = re.findall(r"```python\n(.*?)```", README.read_text(), re.DOTALL)
     exec(compile(code, str(README), "exec"), {})
     out = capsys.readouterr().out
     assert out.startswith("1.0 {'valid': 1.0, 'fields': 1.0")
@@ -26,3 +26,12 @@ def test_spec_examples_load(tmp_path: Path) -> None:
     assert [c.name for c in reward.components] == ["valid", "fields"]
     (tmp_path / "code.yaml").write_text(code)
     assert [c.name for c in referee.load(tmp_path / "code.yaml").components] == ["tests"]  # type: ignore[attr-defined]
+
+
+def test_trainer_sketches_compile_and_their_imports_exist() -> None:
+    _, *sketches = re.findall(r"```python\n(.*?)```", README.read_text(), re.DOTALL)
+    assert sketches, "the README lost its trainer examples"
+    for sketch in sketches:
+        compile(sketch, str(README), "exec")  # `...` stands for the user's own arguments
+        imports = "\n".join(ln for ln in sketch.splitlines() if ln.startswith(("from ", "import ")))
+        exec(compile(imports, str(README), "exec"), {})

@@ -258,3 +258,42 @@ def test_grpo_trainer_runs_two_steps_with_referee_rewards(
         mean = sum(values) / len(values)  # type: ignore[arg-type]
         assert math.isclose(logged["rewards/graded/mean"], mean, rel_tol=1e-5)
     assert judge_server.requests  # the judge was really asked, over HTTP
+
+
+def _rank_main(rank: int, world: int, port: int, out: Any) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+    )
+    try:
+        [fn] = reward_funcs(LongestWins())
+        # As TRL splits a batch: each process holds a slice, and groups span the slices.
+        prompts = ["A", "B", "A", "B", "A", "B", "A", "B"]
+        completions = ["a", "bbbb", "aaa", "b", "aa", "bb", "aaaa", "bbb"]
+        half = slice(rank * 4, rank * 4 + 4)
+        values = call(fn, prompts[half], completions[half])
+        out.put((rank, values))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_group_rewards_see_groups_that_span_processes() -> None:
+    import multiprocessing as mp
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_rank_main, args=(r, 2, port, out)) for r in range(2)]
+    for p in procs:
+        p.start()
+    results = dict(out.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    # Alone, rank 0 would see "aaa" as the longest A; with the whole group, "aaaa" (rank 1) is.
+    assert results[0] == [0.0, 1.0, 0.0, 0.0]
+    assert results[1] == [0.0, 0.0, 1.0, 0.0]
