@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from importlib import resources
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import click
 from rich.console import Console
@@ -20,8 +20,15 @@ from referee.errors import RefereeError
 from referee.registry import lookup, registered_types
 from referee.report.summary import Summary
 from referee.reward import Reward
-from referee.rollouts.jsonl import RowOk, read_jsonl
-from referee.rollouts.run import DEFAULT_BATCH_SIZE, ScoreRun, score_file, score_rows
+from referee.rollouts.jsonl import RowError, RowOk, read_jsonl
+from referee.rollouts.readers import FORMATS, Format, parse_mapping, read_rollouts
+from referee.rollouts.run import (
+    DEFAULT_BATCH_SIZE,
+    ScoreRun,
+    dump_row,
+    score_rows,
+    score_to_path,
+)
 from referee.spec import load
 
 __all__ = ["main"]
@@ -84,21 +91,29 @@ def _progress(path: Path, console: Console, quiet: bool) -> Iterator[Progress | 
         yield progress
 
 
-def _run(
-    path: Path, reward: Reward, out: IO[str], console: Console, quiet: bool, batch_size: int,
-    concurrency: int | None,
+def _score_stdout(
+    path: Path, rows: Iterable[RowOk | RowError], reward: Reward, console: Console, quiet: bool,
+    batch_size: int, concurrency: int | None,
 ) -> ScoreRun:  # fmt: skip
+    def write(row: dict[str, Any]) -> None:
+        sys.stdout.write(dump_row(row))
+        sys.stdout.write("\n")
+
     with _progress(path, console, quiet) as progress:
-        if progress is None:
-            return score_file(path, reward, out, batch_size=batch_size, concurrency=concurrency)
-        task = progress.add_task(f"scoring {path.name}", total=path.stat().st_size)
-        return score_file(
-            path,
-            reward,
-            out,
-            batch_size=batch_size,
-            concurrency=concurrency,
-            on_progress=lambda n: progress.advance(task, n),
+        advance = None
+        if progress is not None:
+            task = progress.add_task(f"scoring {path.name}", total=path.stat().st_size)
+            advance = lambda n: progress.advance(task, n)  # noqa: E731
+        return run_sync(
+            score_rows(
+                rows,
+                reward,
+                write,
+                source=str(path),
+                batch_size=batch_size,
+                concurrency=concurrency,
+                on_progress=advance,
+            )
         )
 
 
@@ -115,27 +130,58 @@ def main() -> None:
     "--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
     help="Where to write scored rows (JSONL). Default: standard output, summary on stderr.",
 )  # fmt: skip
+@click.option(
+    "--resume", is_flag=True,
+    help="Continue an interrupted run into the same --output (kept rows are not rescored).",
+)  # fmt: skip
+@click.option(
+    "--format", "-f", "format_", type=click.Choice(FORMATS),
+    help="The rows' shape; detected from the first row when not given.",
+)  # fmt: skip
+@click.option(
+    "--map", "-m", "maps", multiple=True, metavar="FIELD=COLUMN",
+    help="Set a rollout field from a (dotted) column, e.g. reference=reward_model.ground_truth.",
+)  # fmt: skip
 @click.option("--batch-size", default=DEFAULT_BATCH_SIZE, show_default=True, type=click.IntRange(1))
 @click.option(
     "--concurrency", type=click.IntRange(1), help="Rollouts scored at once by async rewards."
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary.")
 def score(
-    rollouts: Path, spec: str, output: Path | None, batch_size: int, concurrency: int | None,
-    quiet: bool,
+    rollouts: Path, spec: str, output: Path | None, resume: bool, format_: Format | None,
+    maps: tuple[str, ...], batch_size: int, concurrency: int | None, quiet: bool,
 ) -> None:  # fmt: skip
-    """Score ROLLOUTS (canonical JSONL) with a reward spec; one output row per input row."""
+    """Score ROLLOUTS (JSONL or Parquet, from referee, verl, TRL or OpenAI chat logs) with a
+    reward spec; one output row per rollout, in order."""
     reward = _load_spec(spec)
     console = Console(stderr=True) if output is None else Console()
     err = Console(stderr=True)
+    if resume and output is None:
+        raise click.UsageError("--resume needs --output: the run continues into that file")
     try:
+        mapping = parse_mapping(maps)
+        rows = read_rollouts(rollouts, format=format_, mapping=mapping)
+        kept = 0
         if output is None:
-            run = _run(rollouts, reward, sys.stdout, err, quiet, batch_size, concurrency)
+            run = _score_stdout(rollouts, rows, reward, err, quiet, batch_size, concurrency)
         else:
-            tmp = output.with_name(output.name + ".partial")
-            with open(tmp, "w", encoding="utf-8") as out:
-                run = _run(rollouts, reward, out, err, quiet, batch_size, concurrency)
-            tmp.replace(output)
+            with _progress(rollouts, err, quiet) as progress:
+                advance = None
+                if progress is not None:
+                    task = progress.add_task(f"scoring {rollouts.name}",
+                                             total=rollouts.stat().st_size)  # fmt: skip
+                    advance = lambda n: progress.advance(task, n)  # noqa: E731
+                run, kept = score_to_path(
+                    rollouts, rows, reward, output, spec_text=Path(spec).read_text(),
+                    options={"format": format_, "map": mapping}, resume=resume,
+                    batch_size=batch_size, concurrency=concurrency, on_progress=advance,
+                )  # fmt: skip
+    except KeyboardInterrupt:
+        where = f"; run the same command with --resume to finish {output}" if output else ""
+        err.print(f"[yellow]interrupted{where}[/yellow]")
+        sys.exit(130)
+    except RefereeError as exc:
+        raise click.ClickException(str(exc)) from None
     except OSError as exc:
         raise click.ClickException(f"{exc}") from None
     if not quiet:
@@ -143,6 +189,8 @@ def score(
             console.print(table)
         if run.unreadable:
             console.print(f"[yellow]{run.unreadable} unreadable rows kept as error rows[/yellow]")
+        if kept:
+            console.print(f"resumed: {kept} rows kept from the interrupted run")
         if output is not None:
             console.print(f"wrote {run.summary.rows} rows to {output}")
 

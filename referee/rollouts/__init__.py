@@ -1,6 +1,21 @@
-"""Reading and writing logged rollouts, and scoring whole files."""
+"""Reading logged rollouts (referee's JSONL, verl, TRL, OpenAI chat logs; JSONL or Parquet) and
+scoring them into files, resumably."""
 
 from referee.rollouts.jsonl import RowError, RowOk, read_jsonl, rollout_from_row
-from referee.rollouts.run import ScoreRun, score_file
+from referee.rollouts.readers import FORMATS, Format, detect_format, parse_mapping, read_rollouts
+from referee.rollouts.run import ScoreRun, score_file, score_to_path
 
-__all__ = ["RowError", "RowOk", "ScoreRun", "read_jsonl", "rollout_from_row", "score_file"]
+__all__ = [
+    "FORMATS",
+    "Format",
+    "RowError",
+    "RowOk",
+    "ScoreRun",
+    "detect_format",
+    "parse_mapping",
+    "read_jsonl",
+    "read_rollouts",
+    "rollout_from_row",
+    "score_file",
+    "score_to_path",
+]

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from referee.rollout import Rollout
 
-__all__ = ["RowError", "RowOk", "read_jsonl", "rollout_from_row"]
+__all__ = ["RowError", "RowOk", "decode_lines", "read_jsonl", "rollout_from_row"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +70,9 @@ def _row_id(row: Any) -> str | None:
     return None
 
 
-def _read_lines(stream: BinaryIO) -> Iterator[RowOk | RowError]:
+def decode_lines(stream: BinaryIO) -> Iterator[tuple[int, int, Any, str | None]]:
+    """The JSON value of each non-blank line: (line number, size in bytes, value, None), or
+    (line number, size, None, why) where the line is not UTF-8 or not JSON."""
     for number, raw in enumerate(stream, start=1):
         size = len(raw)
         if not raw.strip():
@@ -78,15 +80,20 @@ def _read_lines(stream: BinaryIO) -> Iterator[RowOk | RowError]:
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            yield RowError(number, f"not valid UTF-8 at byte {exc.start}", size)
+            yield number, size, None, f"not valid UTF-8 at byte {exc.start}"
             continue
         try:
-            row = json.loads(text)
+            yield number, size, json.loads(text), None
         except json.JSONDecodeError as exc:
-            yield RowError(number, f"not valid JSON: {exc.msg} at column {exc.colno}", size)
-            continue
+            yield number, size, None, f"not valid JSON: {exc.msg} at column {exc.colno}"
         except RecursionError:
-            yield RowError(number, "not valid JSON: nested too deeply", size)
+            yield number, size, None, "not valid JSON: nested too deeply"
+
+
+def _read_lines(stream: BinaryIO) -> Iterator[RowOk | RowError]:
+    for number, size, row, error in decode_lines(stream):
+        if error is not None:
+            yield RowError(number, error, size)
             continue
         try:
             yield RowOk(number, rollout_from_row(row, number), size)

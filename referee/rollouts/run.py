@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from referee._aio import run_sync
+from referee.errors import RolloutError
 from referee.report.summary import Summary
 from referee.reward import Reward
 from referee.rollouts.jsonl import RowError, RowOk, read_jsonl
 from referee.score import Failure, Score
 
-__all__ = ["ScoreRun", "output_row", "score_file", "score_rows"]
+__all__ = ["ScoreRun", "output_row", "score_file", "score_rows", "score_to_path"]
 
 DEFAULT_BATCH_SIZE = 256
 
@@ -82,9 +86,15 @@ async def score_rows(
     batch_size: int = DEFAULT_BATCH_SIZE,
     concurrency: int | None = None,
     on_progress: Callable[[int], None] | None = None,
+    flush: Callable[[], None] | None = None,
+    run: ScoreRun | None = None,
 ) -> ScoreRun:
-    """Score rows batch by batch and `write` one output row per input row, in input order."""
-    run = ScoreRun()
+    """Score rows batch by batch and `write` one output row per input row, in input order.
+
+    `flush` is called after each batch's rows are written (a resumable run makes them durable
+    there); `run` carries a summary to continue.
+    """
+    run = run or ScoreRun()
     for batch in _batches(rows, batch_size):
         good = [r for r in batch if isinstance(r, RowOk)]
         scores = iter(await reward.score_batch([r.rollout for r in good], concurrency=concurrency))
@@ -99,6 +109,8 @@ async def score_rows(
                 write(output_row(row.line, row.id, None, score))
             run.summary.add(score)
             consumed += row.size
+        if flush is not None:
+            flush()
         if on_progress is not None:
             on_progress(consumed)
     return run
@@ -134,3 +146,122 @@ def score_file(
             on_progress=on_progress,
         )
     )
+
+
+# --- resumable runs -----------------------------------------------------------------------
+
+
+def _fingerprint(source: Path, spec: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    stat = source.stat()
+    return {
+        "input": str(source.resolve()),
+        "input_size": stat.st_size,
+        "input_mtime_ns": stat.st_mtime_ns,
+        "spec_sha256": hashlib.sha256(spec.encode()).hexdigest(),
+        **options,
+    }
+
+
+def _recover(partial: Path, run: ScoreRun) -> int:
+    """Rows already written to a partial output: a torn last line (the process was killed
+    while writing it) is cut off; the others are counted and added to the run's summary."""
+    done = 0
+    good_bytes = 0
+    with open(partial, "rb") as f:
+        for raw in f:
+            if not raw.endswith(b"\n"):
+                break  # torn: written in part when the process died
+            try:
+                row = json.loads(raw)
+            except ValueError:
+                break
+            run.summary.add(Score.from_dict(row))
+            failure = row.get("failure") or {}
+            if failure.get("type") == "invalid_input":
+                run.unreadable += 1
+            done += 1
+            good_bytes += len(raw)
+    if partial.stat().st_size != good_bytes:
+        with open(partial, "r+b") as f:
+            f.truncate(good_bytes)
+    return done
+
+
+def score_to_path(
+    source: str | Path,
+    rows: Iterable[RowOk | RowError],
+    reward: Reward,
+    output: str | Path,
+    *,
+    spec_text: str,
+    options: Mapping[str, Any] | None = None,
+    resume: bool = False,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    concurrency: int | None = None,
+    on_progress: Callable[[int], None] | None = None,
+) -> tuple[ScoreRun, int]:
+    """Score `rows` (read from `source`) into the file `output`, resumably.
+
+    Rows go to ``OUTPUT.partial``, flushed batch by batch, beside ``OUTPUT.partial.json`` (what
+    the run is: input file, its size and mtime, the spec's hash, reader options). When every
+    row is written the partial file is fsynced and renamed to `output`, so `output` is never
+    left half-written. With `resume`, a partial run of the same input, spec and options is
+    continued: its rows are kept (a torn last line is cut off) and that many input rows are
+    skipped, so every input row appears exactly once, in order. A partial run of something
+    else is refused. Without `resume`, a partial run is started over.
+
+    Returns:
+        The run (its summary covers the kept rows too) and how many rows were kept.
+
+    Raises:
+        RolloutError: `resume` found a partial run of a different input, spec or options.
+        OSError: A file cannot be read or written.
+    """
+    out = Path(output)
+    partial = out.with_name(out.name + ".partial")
+    meta_path = out.with_name(out.name + ".partial.json")
+    fingerprint = _fingerprint(Path(source), spec_text, dict(options or {}))
+    run = ScoreRun()
+    kept = 0
+    if resume and partial.exists() and meta_path.exists():
+        previous = json.loads(meta_path.read_text())
+        if previous != fingerprint:
+            changed = sorted(k for k in fingerprint if previous.get(k) != fingerprint[k])
+            raise RolloutError(
+                f"{partial} is a partial run of something else (changed: {', '.join(changed)}); "
+                "delete it, or run without --resume to start over"
+            )
+        kept = _recover(partial, run)
+    else:
+        partial.write_bytes(b"")
+        meta_path.write_text(json.dumps(fingerprint))
+    rows_iter = iter(rows)
+    skipped_bytes = 0
+    for row in itertools.islice(rows_iter, kept):
+        skipped_bytes += row.size
+    if on_progress is not None and skipped_bytes:
+        on_progress(skipped_bytes)
+    with open(partial, "a", encoding="utf-8") as stream:
+
+        def write(row: dict[str, Any]) -> None:
+            stream.write(dump_row(row))
+            stream.write("\n")
+
+        run_sync(
+            score_rows(
+                rows_iter,
+                reward,
+                write,
+                source=str(source),
+                batch_size=batch_size,
+                concurrency=concurrency,
+                on_progress=on_progress,
+                flush=stream.flush,
+                run=run,
+            )
+        )
+        stream.flush()
+        os.fsync(stream.fileno())
+    partial.replace(out)
+    meta_path.unlink(missing_ok=True)
+    return run, kept

@@ -1,0 +1,313 @@
+"""Reading the rollout files trainers and APIs write, streamed, into `Rollout`s.
+
+Containers: JSON Lines (``.jsonl``, ``.json`` with one object per line, ``.gz`` of either) and
+Parquet (``.parquet``, read in record batches: memory stays flat however long the file).
+
+Shapes (``--format``; detected from the first row when not given):
+
+- ``canonical``: ``{"id", "prompt", "completion", "reference", "group", "metadata"}``; other
+  columns are kept in ``metadata``.
+- ``verl``: verl's dataset rows, ``data_source``, ``prompt`` (chat messages),
+  ``reward_model.ground_truth``, ``extra_info``, with the policy's output in ``responses`` (a
+  list, as verl's ``main_generation`` writes it: one rollout per response, the row's responses
+  one group), ``response`` or ``completion``.
+- ``verl-dump``: what ``trainer.rollout_data_dir`` holds, ``{"input", "output", "gts",
+  "score", "step", ...}``; the attempts at one prompt in one step form a group.
+- ``trl``: TRL's logged completions (``output_dir/completions/completions_*.parquet``),
+  ``step``, ``prompt``, ``completion``, one column per reward function, ``advantage``. TRL
+  logs no ground truth: map one with ``--map reference=<column>`` if you logged it.
+- ``openai``: chat-messages rows, ``{"messages": [...]}``: the messages up to the last
+  assistant turn's run are the prompt, the assistant's turns (with tool calls and results) the
+  completion; ``reference`` from the row's ``reference`` key where present.
+
+A mapping (``--map field=path``) sets any rollout field from a dotted path into the source row,
+on top of the shape: ``--map reference=reward_model.ground_truth``, ``--map
+metadata.label=human_score``. A row that cannot become a rollout is a `RowError` with its row
+number; it is never dropped.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, BinaryIO, Literal, get_args
+
+from referee.errors import MissingDependency, RolloutError
+from referee.rollouts.jsonl import RowError, RowOk, decode_lines, rollout_from_row
+
+__all__ = [
+    "FORMATS",
+    "Format",
+    "detect_format",
+    "parse_mapping",
+    "read_rollouts",
+    "rows_of",
+]
+
+Format = Literal["canonical", "verl", "verl-dump", "trl", "openai"]
+FORMATS: tuple[str, ...] = get_args(Format)
+
+PARQUET_BATCH = 2048
+ROLLOUT_FIELDS = ("id", "prompt", "completion", "reference", "group")
+
+Row = Mapping[str, Any]
+RawRow = tuple[int, int, Row | None, str | None]  # row number, size, decoded row, error
+
+
+# --- containers ---------------------------------------------------------------------------
+
+
+def _is_parquet(path: Path) -> bool:
+    if path.suffix == ".parquet":
+        return True
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"PAR1"
+    except OSError:
+        return False
+
+
+def _open_text(path: Path) -> BinaryIO:
+    if path.suffix == ".gz":
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    return open(path, "rb")
+
+
+def _jsonl_rows(path: Path) -> Iterator[RawRow]:
+    with _open_text(path) as stream:
+        for number, size, row, error in decode_lines(stream):
+            if error is None and not isinstance(row, dict):
+                error = f"a row must be a JSON object, got {type(row).__name__}"
+            yield number, size, row if error is None else None, error
+
+
+def _parquet_rows(path: Path) -> Iterator[RawRow]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise MissingDependency("pyarrow", "parquet", "reading Parquet rollouts") from exc
+    parquet = pq.ParquetFile(path)
+    number = 0
+    for batch in parquet.iter_batches(batch_size=PARQUET_BATCH):
+        for row in batch.to_pylist():
+            number += 1
+            yield number, 1, row, None
+
+
+def rows_of(path: str | Path) -> Iterator[RawRow]:
+    """The decoded rows of a JSONL or Parquet file: (row number, size, row or None, error)."""
+    p = Path(path)
+    return _parquet_rows(p) if _is_parquet(p) else _jsonl_rows(p)
+
+
+# --- shapes -------------------------------------------------------------------------------
+
+
+def detect_format(row: Row) -> Format:
+    """The shape of a row, from its keys."""
+    keys = set(row)
+    if "completion" in keys and keys <= {*ROLLOUT_FIELDS, "metadata"}:
+        return "canonical"
+    if "messages" in keys and "completion" not in keys:
+        return "openai"
+    if {"input", "output"} <= keys and ("gts" in keys or "score" in keys):
+        return "verl-dump"
+    if "reward_model" in keys or ("data_source" in keys and "prompt" in keys):
+        return "verl"
+    if {"prompt", "completion"} <= keys and ("advantage" in keys or "step" in keys):
+        return "trl"
+    if "completion" in keys:
+        return "canonical"
+    raise RolloutError(
+        f"cannot tell the format of a row with keys {sorted(keys)[:12]}; pass --format "
+        f"(one of {', '.join(FORMATS)}) and --map field=column for the rest"
+    )
+
+
+def _get(row: Row, path: str) -> Any:
+    value: Any = row
+    for part in path.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            raise KeyError(path)
+        value = value[part]
+    return value
+
+
+def _text_key(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _short_hash(value: Any) -> str:
+    return hashlib.sha256(_text_key(value).encode()).hexdigest()[:16]
+
+
+def _canonical(row: Row, number: int) -> list[dict[str, Any]]:
+    data = {k: v for k, v in row.items() if k in ROLLOUT_FIELDS or k == "metadata"}
+    others = {k: v for k, v in row.items() if k not in data}
+    if others:  # columns beyond the canonical ones are kept, as metadata
+        data["metadata"] = {**others, **dict(row.get("metadata") or {})}
+    return [data]
+
+
+def _verl(row: Row, number: int) -> list[dict[str, Any]]:
+    extra = row.get("extra_info") or {}
+    reward_model = row.get("reward_model") or {}
+    base = {
+        "prompt": row.get("prompt", ""),
+        "reference": reward_model.get("ground_truth")
+        if isinstance(reward_model, Mapping)
+        else None,
+        "metadata": {
+            "data_source": row.get("data_source"),
+            **({"extra_info": extra} if extra else {}),
+        },
+    }
+    index = extra.get("index", number) if isinstance(extra, Mapping) else number
+    responses = row.get("responses")
+    if isinstance(responses, list):
+        return [
+            {**base, "id": f"{index}-{i}", "completion": r, "group": str(index)}
+            for i, r in enumerate(responses)
+        ]
+    completion = row.get("response", row.get("completion"))
+    if completion is None:
+        raise ValueError(
+            "a verl row needs the policy's output in 'responses', 'response' or 'completion' "
+            "(a dataset row alone has nothing to score); or --map completion=<column>"
+        )
+    return [{**base, "id": str(index), "completion": completion}]
+
+
+def _verl_dump(row: Row, number: int) -> list[dict[str, Any]]:
+    step = row.get("step")
+    known = {"input", "output", "gts", "score", "step"}
+    metadata = {k: v for k, v in row.items() if k not in known}
+    metadata["step"] = step
+    metadata["trainer_score"] = row.get("score")
+    return [{
+        "id": str(row.get("request_id") or f"{step}-{number}"),
+        "prompt": row.get("input", ""),
+        "completion": row.get("output", ""),
+        "reference": row.get("gts"),
+        "group": f"{step}-{_short_hash(row.get('input', ''))}",
+        "metadata": metadata,
+    }]  # fmt: skip
+
+
+def _trl(row: Row, number: int) -> list[dict[str, Any]]:
+    step = row.get("step")
+    known = {"prompt", "completion", "step"}
+    return [{
+        "id": f"{step}-{number}",
+        "prompt": row.get("prompt", ""),
+        "completion": row.get("completion", ""),
+        "reference": row.get("reference"),
+        "group": f"{step}-{_short_hash(row.get('prompt', ''))}",
+        "metadata": {k: v for k, v in row.items() if k not in known and k != "reference"},
+    }]  # fmt: skip
+
+
+def _openai(row: Row, number: int) -> list[dict[str, Any]]:
+    messages = row.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ValueError("an openai row needs a non-empty 'messages' list")
+    # The completion starts after the last user (or system) message: the assistant turns and
+    # the tool results between them.
+    start = len(messages)
+    for i in range(len(messages) - 1, -1, -1):
+        role = messages[i].get("role") if isinstance(messages[i], Mapping) else None
+        if role in ("user", "system", "developer"):
+            break
+        start = i
+    if start >= len(messages):
+        raise ValueError("an openai row's messages end with no assistant turn to score")
+    known = {"messages", "reference", "id", "group", "metadata"}
+    metadata = dict(row.get("metadata") or {})
+    metadata.update({k: v for k, v in row.items() if k not in known})
+    return [{
+        "id": row.get("id") if row.get("id") is not None else str(number),
+        "prompt": messages[:start],
+        "completion": messages[start:],
+        "reference": row.get("reference"),
+        "group": row.get("group"),
+        "metadata": metadata,
+    }]  # fmt: skip
+
+
+SHAPES: dict[str, Callable[[Row, int], list[dict[str, Any]]]] = {
+    "canonical": _canonical,
+    "verl": _verl,
+    "verl-dump": _verl_dump,
+    "trl": _trl,
+    "openai": _openai,
+}
+
+
+def parse_mapping(items: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """``["reference=gts", ...]`` as a mapping, checked: rollout field -> source path."""
+    out: dict[str, str] = {}
+    for item in items:
+        field, sep, source = item.partition("=")
+        field, source = field.strip(), source.strip()
+        if not sep or not field or not source:
+            raise RolloutError(f"--map {item!r}: expected field=column, e.g. reference=answer")
+        if field not in ROLLOUT_FIELDS and not field.startswith("metadata."):
+            raise RolloutError(
+                f"--map {item!r}: {field!r} is not a rollout field; use one of "
+                f"{', '.join(ROLLOUT_FIELDS)} or metadata.<name>"
+            )
+        out[field] = source
+    return out
+
+
+def _apply_mapping(data: dict[str, Any], row: Row, mapping: Mapping[str, str]) -> None:
+    for field, source in mapping.items():
+        try:
+            value = _get(row, source)
+        except KeyError:
+            raise ValueError(f"--map {field}={source}: the row has no {source!r}") from None
+        if field.startswith("metadata."):
+            data.setdefault("metadata", {})
+            data["metadata"] = {**data["metadata"], field[len("metadata.") :]: value}
+        else:
+            data[field] = value
+
+
+def read_rollouts(
+    path: str | Path,
+    *,
+    format: Format | None = None,
+    mapping: Mapping[str, str] | None = None,
+) -> Iterator[RowOk | RowError]:
+    """Stream the rollouts of a file, whatever trainer or API wrote it.
+
+    Each yielded item carries the source row's number; a row that yields several rollouts
+    (verl's ``responses``) yields several items with the same number.
+
+    Raises:
+        OSError: The file cannot be opened.
+        RolloutError: The format cannot be detected (pass `format`) or a mapping is malformed.
+    """
+    mapping = dict(mapping or {})
+    shape: Callable[[Row, int], list[dict[str, Any]]] | None = (
+        None if format is None else SHAPES[format]
+    )
+    for number, size, row, error in rows_of(path):
+        if row is None:
+            yield RowError(number, error or "unreadable row", size)
+            continue
+        if shape is None:
+            shape = SHAPES[detect_format(row)]
+        try:
+            items = shape(row, number)
+            for i, data in enumerate(items):
+                _apply_mapping(data, row, mapping)
+                yield RowOk(number, rollout_from_row(data, number), size if i == 0 else 0)
+        except (ValueError, TypeError) as exc:
+            rid = row.get("id")
+            yield RowError(number, str(exc), size, str(rid) if rid is not None else None)
