@@ -1,0 +1,139 @@
+"""`referee score --resume`: killed at any point, the same command finishes the job, and every
+input row is in the output exactly once, in order."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+SPEC = "name: m\ntype: math_answer\n"
+
+
+def make_input(path: Path, n: int) -> Path:
+    rng = random.Random(0)
+    lines = []
+    for i in range(n):
+        a, b = rng.randrange(100), rng.randrange(100)
+        answer = a + b if i % 3 else a + b + 1
+        lines.append(
+            json.dumps(
+                {
+                    "id": str(i),
+                    "prompt": f"{a}+{b}",
+                    "completion": f"\\boxed{{{answer}}}",
+                    "reference": str(a + b),
+                }
+            )
+        )
+        if i % 500 == 250:
+            lines.append("{broken json")  # error rows resume like any other
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "referee.cli", "score", *args, "-q", "--batch-size", "50"]
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> tuple[Path, Path, list[str]]:
+    source = make_input(tmp_path / "in.jsonl", 4000)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    reference = tmp_path / "reference.jsonl"
+    subprocess.run(cli(str(source), "--spec", str(spec), "-o", str(reference)), check=True)
+    return source, spec, reference.read_text().splitlines()
+
+
+def test_killed_runs_resume_to_the_same_output(
+    tmp_path: Path, setup: tuple[Path, Path, list[str]]
+) -> None:
+    source, spec, want = setup
+    out = tmp_path / "out.jsonl"
+    command = cli(str(source), "--spec", str(spec), "-o", str(out), "--resume")
+    rng = random.Random(1)
+    kills = 0
+    for _ in range(6):
+        proc = subprocess.Popen(command)
+        time.sleep(rng.uniform(0.3, 2.0))
+        if proc.poll() is not None:
+            break
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        kills += 1
+        assert not out.exists()  # never a half-written output
+    subprocess.run(command, check=True)
+    assert kills >= 1
+    got = out.read_text().splitlines()
+    assert got == want  # every row once, in order, scored the same
+    assert not out.with_name("out.jsonl.partial").exists()
+
+
+def test_a_torn_last_line_is_cut_and_rewritten(
+    tmp_path: Path, setup: tuple[Path, Path, list[str]]
+) -> None:
+    source, spec, want = setup
+    out = tmp_path / "out.jsonl"
+    partial = out.with_name("out.jsonl.partial")
+    meta = out.with_name("out.jsonl.partial.json")
+    command = cli(str(source), "--spec", str(spec), "-o", str(out), "--resume")
+    proc = subprocess.Popen(command)
+    while not (partial.exists() and partial.stat().st_size > 20_000):
+        time.sleep(0.02)
+        assert proc.poll() is None, "finished before it could be interrupted"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert meta.exists()
+    with open(partial, "ab") as f:
+        f.write(b'{"id": "half a li')  # as if killed mid-write
+    subprocess.run(command, check=True)
+    assert out.read_text().splitlines() == want
+
+
+def test_ctrl_c_leaves_a_resumable_state(
+    tmp_path: Path, setup: tuple[Path, Path, list[str]]
+) -> None:
+    source, spec, want = setup
+    out = tmp_path / "out.jsonl"
+    partial = out.with_name("out.jsonl.partial")
+    command = cli(str(source), "--spec", str(spec), "-o", str(out))
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    while not (partial.exists() and partial.stat().st_size > 0):
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "--resume" in err
+    done = len(partial.read_text().splitlines())
+    subprocess.run([*command, "--resume"], check=True, capture_output=True, text=True)
+    assert out.read_text().splitlines() == want
+    assert done > 0
+
+
+def test_resume_refuses_a_partial_run_of_another_spec(
+    tmp_path: Path, setup: tuple[Path, Path, list[str]]
+) -> None:
+    source, spec, _ = setup
+    out = tmp_path / "out.jsonl"
+    out.with_name("out.jsonl.partial").write_text("")
+    out.with_name("out.jsonl.partial.json").write_text(json.dumps({"input": "elsewhere"}))
+    run = subprocess.run(cli(str(source), "--spec", str(spec), "-o", str(out), "--resume"),
+                         capture_output=True, text=True)  # fmt: skip
+    assert run.returncode != 0 and "partial run of something else" in run.stderr
+    # Without --resume, it starts over.
+    subprocess.run(cli(str(source), "--spec", str(spec), "-o", str(out)), check=True)
+    assert out.exists()
+
+
+def test_resume_needs_an_output_file(setup: tuple[Path, Path, list[str]]) -> None:
+    source, spec, _ = setup
+    run = subprocess.run(cli(str(source), "--spec", str(spec), "--resume"),
+                         capture_output=True, text=True, env={**os.environ})  # fmt: skip
+    assert run.returncode == 2 and "--resume needs --output" in run.stderr
