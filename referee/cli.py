@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import sys
 from collections.abc import Iterable, Iterator
 from importlib import resources
@@ -18,10 +19,11 @@ from referee import __version__
 from referee._aio import run_sync
 from referee.errors import RefereeError
 from referee.registry import lookup, registered_types
+from referee.report.diagnostics import ReportRow, build_report, label_value
 from referee.report.summary import Summary
 from referee.reward import Reward
 from referee.rollouts.jsonl import RowError, RowOk, read_jsonl
-from referee.rollouts.readers import FORMATS, Format, parse_mapping, read_rollouts
+from referee.rollouts.readers import FORMATS, Format, parse_mapping, read_rollouts, rows_of
 from referee.rollouts.run import (
     DEFAULT_BATCH_SIZE,
     ScoreRun,
@@ -193,6 +195,253 @@ def score(
             console.print(f"resumed: {kept} rows kept from the interrupted run")
         if output is not None:
             console.print(f"wrote {run.summary.rows} rows to {output}")
+
+
+def _report_rows(
+    items: Iterable[RowOk | RowError], scores: Iterable[dict[str, Any]], label: str | None
+) -> tuple[list[ReportRow], str | None]:
+    """Report rows from input items and their scored rows (in the same order)."""
+    rows: list[ReportRow] = []
+    found: str | None = label
+    for i, (item, scored) in enumerate(itertools.zip_longest(items, scores)):
+        if item is None or scored is None:
+            raise click.ClickException(
+                f"the scored file and the rollouts differ in length (at row {i + 1}); "
+                "pass the rollouts file that was scored"
+            )
+        chars = None
+        value = None
+        if isinstance(item, RowOk):
+            if scored.get("id") is not None and str(scored["id"]) != item.rollout.id:
+                raise click.ClickException(
+                    f"row {i + 1}: the scored file has id {scored['id']!r}, the rollouts "
+                    f"{item.rollout.id!r}; pass the rollouts file that was scored"
+                )
+            chars = len(item.rollout.completion_text)
+            key, value = label_value(item.rollout.metadata, label)
+            found = found or key
+        rows.append(_report_row(scored, chars, value))
+    return rows, found
+
+
+def _report_row(scored: dict[str, Any], chars: int | None, label: float | None) -> ReportRow:
+    failure = scored.get("failure") or {}
+    return ReportRow(
+        value=scored.get("reward"),
+        components=scored.get("components") or {},
+        failure=failure.get("type"),
+        group=scored.get("group"),
+        chars=chars,
+        label=label,
+        cost=scored.get("cost"),
+        latency=scored.get("latency"),
+        tokens=scored.get("tokens"),
+    )
+
+
+def _scored_rows(path: Path) -> Iterator[dict[str, Any]]:
+    for number, _, row, error in rows_of(path):
+        if row is None or "reward" not in row:
+            raise click.ClickException(
+                f"{path}:{number}: not a scored row ({error or 'no reward key'}); "
+                "pass the output of referee score, or rollouts with --spec"
+            )
+        yield dict(row)
+
+
+@main.command()
+@click.argument("scored", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--rollouts", "-r", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The rollouts that were scored: adds completion lengths and human labels.",
+)  # fmt: skip
+@click.option("--spec", "-s", help="Score SCORED (then rollouts) with this spec first.")
+@click.option("--repeat", default=1, show_default=True, type=click.IntRange(1),
+              help="With --spec: score N times and report how often verdicts flip.")  # fmt: skip
+@click.option("--label", "-l", help="Metadata key of a human label (default: label, ...).")
+@click.option("--threshold", default=0.5, show_default=True,
+              help="Reward at or above which a verdict is a pass.")  # fmt: skip
+@click.option("--format", "-f", "format_", type=click.Choice(FORMATS))
+@click.option("--map", "-m", "maps", multiple=True, metavar="FIELD=COLUMN")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the self-contained HTML report here.")  # fmt: skip
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the report's numbers as JSON here.")  # fmt: skip
+def report(
+    scored: Path, rollouts: Path | None, spec: str | None, repeat: int, label: str | None,
+    threshold: float, format_: Format | None, maps: tuple[str, ...], html_path: Path | None,
+    json_path: Path | None,
+) -> None:  # fmt: skip
+    """Diagnose a reward on logged rollouts: distributions, failures, GRPO signal, length
+    correlation, agreement with human labels, determinism (HTML, JSON and a terminal summary).
+
+    SCORED is the output of `referee score`; with --spec it is a rollouts file, scored here."""
+    import json
+
+    from referee.report.html import render_html
+
+    try:
+        mapping = parse_mapping(maps)
+        repeats: list[list[float | None]] | None = None
+        if spec is not None:
+            reward = _load_spec(spec)
+            items = list(read_rollouts(scored, format=format_, mapping=mapping))
+            runs = []
+            for _ in range(repeat):
+                out: list[dict[str, Any]] = []
+                run_sync(score_rows(items, reward, out.append, source=str(scored)))
+                runs.append(out)
+            repeats = [[r.get("reward") for r in run] for run in runs]
+            rows, found = _report_rows(items, runs[0], label)
+        elif rollouts is not None:
+            items_iter = read_rollouts(rollouts, format=format_, mapping=mapping)
+            rows, found = _report_rows(items_iter, _scored_rows(scored), label)
+        else:
+            rows = [_report_row(r, None, None) for r in _scored_rows(scored)]
+            found = None
+    except RefereeError as exc:
+        raise click.ClickException(str(exc)) from None
+    result = build_report(rows, label=found, threshold=threshold, repeats=repeats,
+                          source=str(scored))  # fmt: skip
+    console = Console()
+    _print_report(console, result)
+    if json_path is not None:
+        json_path.write_text(json.dumps(result, indent=2, allow_nan=False))
+        console.print(f"wrote {json_path}")
+    if html_path is not None:
+        html_path.write_text(render_html(result, title=f"referee report: {scored.name}"))
+        console.print(f"wrote {html_path}")
+
+
+def _print_report(console: Console, result: dict[str, Any]) -> None:
+    reward = result["reward"]
+    console.print(
+        f"[bold]{result['rows']}[/bold] rollouts, {result['failed']} without a score; "
+        f"mean reward {_fmt(reward.get('mean'))} (std {_fmt(reward.get('std'))})"
+    )
+    grpo = result.get("grpo")
+    if grpo:
+        share = grpo["zero_variance_share"]
+        style = "yellow" if share > 0.5 else "default"
+        console.print(
+            f"[{style}]{100 * share:.1f}% of {grpo['groups']} groups have zero reward variance"
+            f"[/{style}] (mean within-group std {_fmt(grpo['mean_within_group_std'])})"
+        )
+    length = result.get("length")
+    if length:
+        rho = length.get("spearman")
+        style = "yellow" if rho is not None and rho > 0.5 else "default"
+        console.print(f"[{style}]reward vs completion length: Spearman {_fmt(rho)}[/{style}]")
+    agreement = result.get("agreement")
+    if agreement:
+        parts = [
+            f"{k} {_fmt(agreement[k]['value'])}"
+            for k in ("spearman", "kendall_tau", "accuracy", "cohen_kappa")
+            if k in agreement
+        ]
+        console.print(f"agreement with {agreement['label']}: " + ", ".join(parts))
+    det = result.get("determinism")
+    if det:
+        console.print(
+            f"determinism over {det['repeats']} scorings: value changed for "
+            f"{100 * det['changed_share']:.1f}%, verdict flipped for "
+            f"{100 * det['verdict_flip_share']:.1f}%"
+        )
+    if result["failures"]:
+        console.print("failures: " + ", ".join(f"{k} {v}" for k, v in result["failures"].items()))
+
+
+def _scored_of(path: Path) -> list[dict[str, Any]]:
+    return list(_scored_rows(path))
+
+
+@main.command()
+@click.argument("a")
+@click.argument("b")
+@click.option(
+    "--rollouts", "-r", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A and B are specs: score these rollouts with each. Otherwise A and B are scored files.",
+)  # fmt: skip
+@click.option("--threshold", default=0.5, show_default=True,
+              help="Reward at or above which a verdict is a pass.")  # fmt: skip
+@click.option("--top", default=10, show_default=True, help="How many flipped rollouts to show.")
+@click.option("--format", "-f", "format_", type=click.Choice(FORMATS))
+@click.option("--map", "-m", "maps", multiple=True, metavar="FIELD=COLUMN")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the comparison as JSON here.")  # fmt: skip
+def compare(
+    a: str, b: str, rollouts: Path | None, threshold: float, top: int, format_: Format | None,
+    maps: tuple[str, ...], json_path: Path | None,
+) -> None:  # fmt: skip
+    """Compare two rewards on the same rollouts: two specs (with --rollouts) or two files
+    scored by `referee score`."""
+    import json
+
+    from referee.report.compare import Compared
+    from referee.report.compare import compare as compare_scores
+
+    try:
+        if rollouts is not None:
+            items = list(read_rollouts(rollouts, format=format_, mapping=parse_mapping(maps)))
+            sides = []
+            for spec in (a, b):
+                out: list[dict[str, Any]] = []
+                run_sync(score_rows(items, _load_spec(spec), out.append, source=str(rollouts)))
+                sides.append(out)
+            rows_a, rows_b = sides
+        else:
+            rows_a, rows_b = _scored_of(Path(a)), _scored_of(Path(b))
+    except RefereeError as exc:
+        raise click.ClickException(str(exc)) from None
+    except OSError as exc:
+        raise click.ClickException(str(exc)) from None
+    if len(rows_a) != len(rows_b):
+        raise click.ClickException(
+            f"{a} has {len(rows_a)} rows and {b} {len(rows_b)}: compare scorings of the same "
+            "rollouts"
+        )
+    pairs = []
+    for i, (x, y) in enumerate(zip(rows_a, rows_b, strict=True)):
+        if x.get("id") != y.get("id"):
+            raise click.ClickException(
+                f"row {i + 1}: id {x.get('id')!r} in {a} but {y.get('id')!r} in {b}: compare "
+                "scorings of the same rollouts, in the same order"
+            )
+        pairs.append(Compared(str(x.get("id")), x.get("group"), x.get("reward"), y.get("reward")))
+    names = (Path(a).stem, Path(b).stem)
+    if names[0] == names[1]:
+        names = ("A", "B")
+    result = compare_scores(pairs, threshold=threshold, top=top, names=names)
+    console = Console()
+    sp, kt = result["spearman"], result["kendall_tau"]
+    console.print(
+        f"{result['compared']} of {result['rows']} rollouts scored by both; Spearman "
+        f"{_fmt(sp['value'])} [{_fmt(sp['ci_low'])}, {_fmt(sp['ci_high'])}], Kendall tau "
+        f"{_fmt(kt['value'])}"
+    )
+    console.print(
+        f"verdicts (>= {threshold:g}) agree on {_fmt(result['verdict_agreement'])}, Cohen's "
+        f"kappa {_fmt(result['cohen_kappa'])}; {result['flipped']} flipped"
+    )
+    groups = result["within_groups"]
+    if groups:
+        console.print(
+            f"within {groups['groups']} groups: mean Kendall tau "
+            f"{_fmt(groups['mean_within_group_kendall_tau'])}, best attempt changed in "
+            f"{100 * groups['best_attempt_changed_share']:.1f}%, advantage sign differs for "
+            f"{100 * groups['advantage_sign_differs_share']:.1f}% of rollouts"
+        )
+    if result["top_flipped"]:
+        table = Table(title="largest flips", title_justify="left")
+        for column in ("id", "group", names[0], names[1]):
+            table.add_column(column)
+        for row in result["top_flipped"]:
+            table.add_row(str(row["id"]), str(row["group"]), _fmt(row[names[0]]),
+                          _fmt(row[names[1]]))  # fmt: skip
+        console.print(table)
+    if json_path is not None:
+        json_path.write_text(json.dumps(result, indent=2, allow_nan=False))
+        console.print(f"wrote {json_path}")
 
 
 _DEMOS = (

@@ -1,0 +1,226 @@
+"""Is this reward any good? Diagnostics of a scored set of rollouts, as a JSON-ready dict.
+
+- distributions of the total and of every component (summary statistics and histograms);
+- failures by type; judge cost, latency and tokens;
+- GRPO signal: the share of groups whose rewards do not vary (the trainer learns nothing from
+  them), the spread within groups;
+- reward against completion length (Pearson and Spearman, and points for a scatter plot): a
+  reward that grows with length is the commonest sign of hacking;
+- agreement with human labels where the rows carry them (Spearman, Kendall's tau-b; for
+  binary labels accuracy and Cohen's kappa at a threshold), each with a bootstrap 95% CI;
+- determinism, when the same rollouts were scored several times: the share whose value
+  changed and whose verdict (value >= threshold) flipped.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from referee.report.stats import (
+    bootstrap,
+    cohen_kappa,
+    histogram,
+    kendall_tau,
+    pearson,
+    quantile,
+    spearman,
+)
+
+__all__ = ["LABEL_KEYS", "ReportRow", "build_report"]
+
+LABEL_KEYS = ("label", "human_label", "human_score", "human", "gold_score")
+"""Metadata keys read as a human label when no `--label` is given, first found wins."""
+
+SCATTER_POINTS = 1500
+BOOTSTRAP_MAX = 2000  # bootstrap on a seeded sample of at most this many pairs
+
+
+@dataclass(slots=True)
+class ReportRow:
+    """What the report needs of one scored rollout."""
+
+    value: float | None
+    components: Mapping[str, float | None] = field(default_factory=dict)
+    failure: str | None = None
+    group: str | None = None
+    chars: int | None = None
+    label: float | None = None
+    cost: float | None = None
+    latency: float | None = None
+    tokens: int | None = None
+
+
+def _distribution(values: Sequence[float], missing: int) -> dict[str, Any]:
+    if not values:
+        return {"count": 0, "missing": missing}
+    ordered = sorted(values)
+    n = len(ordered)
+    mean = sum(ordered) / n
+    std = math.sqrt(sum((v - mean) ** 2 for v in ordered) / n)
+    return {
+        "count": n,
+        "missing": missing,
+        "mean": mean,
+        "std": std,
+        "min": ordered[0],
+        "p50": quantile(ordered, 0.5),
+        "max": ordered[-1],
+        "histogram": [list(b) for b in histogram(ordered)],
+    }
+
+
+def _sample(pairs: list[tuple[float, float]], limit: int) -> list[tuple[float, float]]:
+    if len(pairs) <= limit:
+        return pairs
+    return random.Random(0).sample(pairs, limit)
+
+
+def _grpo(rows: Sequence[ReportRow]) -> dict[str, Any] | None:
+    groups: dict[str, list[float]] = {}
+    for r in rows:
+        if r.group is not None and r.value is not None:
+            groups.setdefault(r.group, []).append(r.value)
+    multi = [v for v in groups.values() if len(v) >= 2]
+    if not multi:
+        return None
+    spreads = []
+    flat = 0
+    for values in multi:
+        mean = sum(values) / len(values)
+        std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+        spreads.append(std)
+        flat += max(values) - min(values) < 1e-9
+    return {
+        "groups": len(multi),
+        "mean_group_size": sum(len(v) for v in multi) / len(multi),
+        "zero_variance_share": flat / len(multi),
+        "mean_within_group_std": sum(spreads) / len(spreads),
+        "within_group_std_histogram": [list(b) for b in histogram(spreads)],
+    }
+
+
+def _length(rows: Sequence[ReportRow]) -> dict[str, Any] | None:
+    pairs = [(float(r.chars), r.value) for r in rows if r.chars is not None and r.value is not None]
+    if len(pairs) < 3:
+        return None
+    xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
+    return {
+        "n": len(pairs),
+        "pearson": pearson(xs, ys),
+        "spearman": spearman(xs, ys),
+        "points": [list(p) for p in _sample(pairs, SCATTER_POINTS)],
+    }
+
+
+def _agreement(rows: Sequence[ReportRow], label: str, threshold: float) -> dict[str, Any] | None:
+    pairs = [(r.value, r.label) for r in rows if r.label is not None and r.value is not None]
+    if len(pairs) < 3:
+        return None
+    sample = _sample(pairs, BOOTSTRAP_MAX)
+    xs, ys = [p[0] for p in sample], [p[1] for p in sample]
+    out: dict[str, Any] = {
+        "label": label,
+        "n": len(pairs),
+        "spearman": bootstrap(spearman, xs, ys, resamples=500).to_dict(),
+        "kendall_tau": bootstrap(kendall_tau, xs, ys, resamples=200).to_dict(),
+    }
+    if set(ys) <= {0.0, 1.0}:
+
+        def accuracy(x: Sequence[float], y: Sequence[float]) -> float:
+            return sum((a >= threshold) == (b == 1.0) for a, b in zip(x, y, strict=True)) / len(x)
+
+        def kappa(x: Sequence[float], y: Sequence[float]) -> float | None:
+            return cohen_kappa([a >= threshold for a in x], [b == 1.0 for b in y])
+
+        out["threshold"] = threshold
+        out["accuracy"] = bootstrap(accuracy, xs, ys, resamples=500).to_dict()
+        out["cohen_kappa"] = bootstrap(kappa, xs, ys, resamples=500).to_dict()
+    return out
+
+
+def _determinism(repeats: Sequence[Sequence[float | None]], threshold: float) -> dict[str, Any]:
+    n = len(repeats[0])
+    changed = flipped = 0
+    for i in range(n):
+        values = [run[i] for run in repeats]
+        if len(set(values)) > 1:
+            changed += 1
+        verdicts = {None if v is None else v >= threshold for v in values}
+        if len(verdicts) > 1:
+            flipped += 1
+    return {
+        "repeats": len(repeats),
+        "rollouts": n,
+        "changed_share": changed / n if n else 0.0,
+        "verdict_flip_share": flipped / n if n else 0.0,
+        "threshold": threshold,
+    }
+
+
+def build_report(
+    rows: Iterable[ReportRow],
+    *,
+    label: str | None = None,
+    threshold: float = 0.5,
+    repeats: Sequence[Sequence[float | None]] | None = None,
+    source: str | None = None,
+) -> dict[str, Any]:
+    """The diagnostics of scored rows (see the module docstring), JSON-ready."""
+    kept = list(rows)
+    totals = [r.value for r in kept if r.value is not None]
+    names: dict[str, None] = {}
+    for r in kept:
+        names.update(dict.fromkeys(r.components))
+    components = {}
+    for name in names:
+        present = [r.components.get(name) for r in kept]
+        values = [v for v in present if v is not None]
+        components[name] = _distribution(values, len(present) - len(values))
+    failures = Counter(r.failure for r in kept if r.failure is not None)
+    costs = [r.cost for r in kept if r.cost is not None]
+    latencies = sorted(r.latency for r in kept if r.latency is not None)
+    tokens = [r.tokens for r in kept if r.tokens is not None]
+    judge = None
+    if costs or latencies or tokens:
+        judge = {
+            "cost_total": sum(costs),
+            "cost_per_row": sum(costs) / len(kept) if kept else 0.0,
+            "latency_p50": quantile(latencies, 0.5) if latencies else None,
+            "latency_p95": quantile(latencies, 0.95) if latencies else None,
+            "tokens_total": sum(tokens),
+        }
+    return {
+        "source": source,
+        "rows": len(kept),
+        "scored": len(totals),
+        "failed": len(kept) - len(totals),
+        "reward": _distribution(totals, len(kept) - len(totals)),
+        "components": components,
+        "failures": dict(failures.most_common()),
+        "judge": judge,
+        "grpo": _grpo(kept),
+        "length": _length(kept),
+        "agreement": None if label is None else _agreement(kept, label, threshold),
+        "determinism": None
+        if not repeats or len(repeats) < 2
+        else _determinism(repeats, threshold),
+    }
+
+
+def label_value(metadata: Mapping[str, Any], key: str | None) -> tuple[str | None, float | None]:
+    """The human label in a rollout's metadata (the named key, or the first of LABEL_KEYS),
+    as a number (booleans as 0/1); (key, None) where it is absent or not a number."""
+    keys = [key] if key is not None else [k for k in LABEL_KEYS if k in metadata]
+    if not keys:
+        return None, None
+    value = metadata.get(keys[0])
+    if isinstance(value, bool):
+        return keys[0], float(value)
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return keys[0], float(value)
+    return keys[0], None

@@ -1,0 +1,226 @@
+"""The report as one self-contained HTML page: inline SVG plots, no scripts, no network.
+
+The same numbers as the JSON report, which is also embedded in the page (``<script
+type="application/json" id="report-data">``) for tools that read it back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from html import escape
+from typing import Any
+
+__all__ = ["render_html"]
+
+STYLE = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2rem auto; max-width: 1100px;
+       color: #222; }
+h1 { font-size: 1.5rem; }
+h2 { font-size: 1.15rem; margin-top: 2rem; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; margin: .5rem 0; }
+td, th { padding: .25rem .6rem; border-bottom: 1px solid #eee; text-align: right; }
+td:first-child, th:first-child { text-align: left; }
+.cards { display: flex; gap: 1rem; flex-wrap: wrap; }
+.card { border: 1px solid #ddd; border-radius: 6px; padding: .6rem 1rem; min-width: 9rem; }
+.card b { display: block; font-size: 1.3rem; }
+.warn { color: #b45309; } .muted { color: #777; }
+.plots { display: flex; gap: 1.5rem; flex-wrap: wrap; }
+svg { background: #fafafa; border: 1px solid #eee; }
+"""
+
+
+def _fmt(value: Any, digits: int = 4) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return escape(str(value))
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def bar_chart(
+    bins: Sequence[Sequence[float]], title: str, width: int = 340, height: int = 170
+) -> str:
+    """A histogram: bins of (low, high, count)."""
+    if not bins:
+        return ""
+    pad_l, pad_b, pad_t = 36, 28, 18
+    plot_w, plot_h = width - pad_l - 8, height - pad_b - pad_t
+    top = max(b[2] for b in bins) or 1
+    bar_w = plot_w / len(bins)
+    parts = [f'<svg role="img" aria-label="{escape(title)}" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}">',
+             f'<text x="{pad_l}" y="13" font-size="12">{escape(title)}</text>']  # fmt: skip
+    for i, (lo, hi, count) in enumerate(bins):
+        h = plot_h * count / top
+        x = pad_l + i * bar_w
+        y = pad_t + plot_h - h
+        parts.append(
+            f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(bar_w - 1, 1):.1f}" height="{h:.1f}" '
+            f'fill="#4f7cac"><title>{_fmt(lo)} to {_fmt(hi)}: {int(count)}</title></rect>'
+        )
+    lo, hi = bins[0][0], bins[-1][1]
+    base = pad_t + plot_h
+    parts += [
+        f'<line x1="{pad_l}" y1="{base}" x2="{width - 8}" y2="{base}" stroke="#999"/>',
+        f'<text x="{pad_l}" y="{base + 16}" font-size="11">{_fmt(lo, 3)}</text>',
+        f'<text x="{width - 8}" y="{base + 16}" font-size="11" text-anchor="end">'
+        f"{_fmt(hi, 3)}</text>",
+        f'<text x="{pad_l - 4}" y="{pad_t + 8}" font-size="11" text-anchor="end">{int(top)}</text>',
+        "</svg>",
+    ]
+    return "".join(parts)
+
+
+def scatter(points: Sequence[Sequence[float]], title: str, xlabel: str, ylabel: str,
+            width: int = 420, height: int = 260) -> str:  # fmt: skip
+    """Points (x, y), axes from their ranges."""
+    if not points:
+        return ""
+    pad_l, pad_b, pad_t = 44, 34, 18
+    plot_w, plot_h = width - pad_l - 10, height - pad_b - pad_t
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
+    sx = plot_w / ((x1 - x0) or 1)
+    sy = plot_h / ((y1 - y0) or 1)
+    parts = [f'<svg role="img" aria-label="{escape(title)}" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}">',
+             f'<text x="{pad_l}" y="13" font-size="12">{escape(title)}</text>']  # fmt: skip
+    for x, y in points:
+        cx = pad_l + (x - x0) * sx
+        cy = pad_t + plot_h - (y - y0) * sy
+        parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="2" fill="#4f7cac" opacity=".5"/>')
+    base = pad_t + plot_h
+    parts += [
+        f'<line x1="{pad_l}" y1="{base}" x2="{width - 10}" y2="{base}" stroke="#999"/>',
+        f'<line x1="{pad_l}" y1="{pad_t}" x2="{pad_l}" y2="{base}" stroke="#999"/>',
+        f'<text x="{pad_l}" y="{base + 14}" font-size="11">{_fmt(x0, 3)}</text>',
+        f'<text x="{width - 10}" y="{base + 14}" font-size="11" text-anchor="end">'
+        f"{_fmt(x1, 3)}</text>",
+        f'<text x="{(pad_l + width) / 2}" y="{base + 28}" font-size="11" text-anchor="middle">'
+        f"{escape(xlabel)}</text>",
+        f'<text x="{pad_l - 4}" y="{base}" font-size="11" text-anchor="end">{_fmt(y0, 3)}</text>',
+        f'<text x="{pad_l - 4}" y="{pad_t + 8}" font-size="11" text-anchor="end">'
+        f"{_fmt(y1, 3)}</text>",
+        f'<text x="12" y="{(pad_t + base) / 2}" font-size="11" transform="rotate(-90 12 '
+        f'{(pad_t + base) / 2})" text-anchor="middle">{escape(ylabel)}</text>',
+        "</svg>",
+    ]
+    return "".join(parts)
+
+
+def _card(title: str, value: str, extra: str = "") -> str:
+    return f'<div class="card">{escape(title)}<b>{value}</b>{extra}</div>'
+
+
+def _estimate(e: dict[str, Any] | None) -> str:
+    if not e:
+        return "-"
+    ci = ""
+    if e.get("ci_low") is not None:
+        ci = f' <span class="muted">[{_fmt(e["ci_low"], 3)}, {_fmt(e["ci_high"], 3)}]</span>'
+    return f"{_fmt(e.get('value'), 3)}{ci}"
+
+
+def render_html(report: dict[str, Any], title: str = "referee report") -> str:
+    """The report (from `build_report`) as a self-contained HTML page."""
+    reward = report["reward"]
+    out = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{escape(title)}"
+           f"</title><style>{STYLE}</style></head><body>",
+           f"<h1>{escape(title)}</h1>"]  # fmt: skip
+    if report.get("source"):
+        out.append(f'<p class="muted">{escape(str(report["source"]))}</p>')
+    grpo = report.get("grpo") or {}
+    out.append('<div class="cards">')
+    out.append(_card("rollouts", str(report["rows"])))
+    out.append(_card("mean reward", _fmt(reward.get("mean"))))
+    failed_share = report["failed"] / report["rows"] if report["rows"] else None
+    muted = f'<span class="muted">{_pct(failed_share)}</span>'
+    out.append(_card("failed", str(report["failed"]), muted))
+    if grpo:
+        out.append(_card("zero-variance groups", _pct(grpo["zero_variance_share"])))
+    length = report.get("length") or {}
+    if length:
+        out.append(_card("reward vs length (Spearman)", _fmt(length.get("spearman"), 3)))
+    out.append("</div>")
+
+    out.append("<h2>Reward</h2><div class='plots'>")
+    out.append(bar_chart(reward.get("histogram", []), "total reward"))
+    out.append("</div><table><tr><th>component</th><th>count</th><th>missing</th><th>mean</th>"
+               "<th>std</th><th>min</th><th>p50</th><th>max</th></tr>")  # fmt: skip
+    for name, d in [("reward", reward), *report["components"].items()]:
+        out.append(
+            f"<tr><td>{escape(name)}</td><td>{d['count']}</td><td>{d['missing']}</td>"
+            + "".join(f"<td>{_fmt(d.get(k))}</td>" for k in ("mean", "std", "min", "p50", "max"))
+            + "</tr>"
+        )
+    out.append("</table><div class='plots'>")
+    for name, d in report["components"].items():
+        out.append(bar_chart(d.get("histogram", []), name, width=260, height=140))
+    out.append("</div>")
+
+    out.append("<h2>Failures</h2>")
+    if report["failures"]:
+        out.append("<table><tr><th>type</th><th>count</th></tr>")
+        out += [f"<tr><td>{escape(k)}</td><td>{v}</td></tr>" for k, v in report["failures"].items()]
+        out.append("</table>")
+    else:
+        out.append("<p>None: every rollout got a score.</p>")
+
+    judge = report.get("judge")
+    if judge:
+        out.append("<h2>Judge cost and latency</h2><table>")
+        for key in ("cost_total", "cost_per_row", "latency_p50", "latency_p95", "tokens_total"):
+            out.append(f"<tr><td>{key.replace('_', ' ')}</td><td>{_fmt(judge.get(key))}</td></tr>")
+        out.append("</table>")
+
+    out.append("<h2>GRPO signal</h2>")
+    if grpo:
+        warn = " class='warn'" if grpo["zero_variance_share"] > 0.5 else ""
+        out.append(
+            f"<p{warn}>{_pct(grpo['zero_variance_share'])} of {grpo['groups']} groups have the "
+            "same reward for every attempt: the trainer learns nothing from them.</p>"
+            f"<p>Mean group size {_fmt(grpo['mean_group_size'], 3)}, mean within-group std "
+            f"{_fmt(grpo['mean_within_group_std'], 3)}.</p><div class='plots'>"
+            + bar_chart(grpo["within_group_std_histogram"], "within-group std")
+            + "</div>"
+        )
+    else:
+        out.append("<p class='muted'>No groups of two or more attempts in these rows.</p>")
+
+    out.append("<h2>Reward against completion length</h2>")
+    if length:
+        rho = length.get("spearman")
+        warn = " class='warn'" if rho is not None and rho > 0.5 else ""
+        out.append(f"<p{warn}>Pearson {_fmt(length.get('pearson'), 3)}, Spearman "
+                   f"{_fmt(rho, 3)} over {length['n']} rollouts. A reward that grows with "
+                   "length is a common sign of hacking.</p>")  # fmt: skip
+        out.append(scatter(length["points"], "reward by completion length", "characters",
+                           "reward"))  # fmt: skip
+    else:
+        out.append("<p class='muted'>No completion lengths (pass the rollouts).</p>")
+
+    agreement = report.get("agreement")
+    if agreement:
+        out.append(f"<h2>Agreement with human labels ({escape(str(agreement['label']))})</h2>"
+                   "<table><tr><th>statistic</th><th>value [95% CI]</th></tr>")  # fmt: skip
+        for key in ("spearman", "kendall_tau", "accuracy", "cohen_kappa"):
+            if key in agreement:
+                out.append(f"<tr><td>{key}</td><td>{_estimate(agreement[key])}</td></tr>")
+        out.append(f"</table><p class='muted'>{agreement['n']} labelled rollouts.</p>")
+
+    det = report.get("determinism")
+    if det:
+        out.append(f"<h2>Determinism ({det['repeats']} scorings)</h2>"
+                   f"<p>Value changed: {_pct(det['changed_share'])}; verdict (reward &ge; "
+                   f"{_fmt(det['threshold'])}) flipped: {_pct(det['verdict_flip_share'])} of "
+                   f"{det['rollouts']} rollouts.</p>")  # fmt: skip
+
+    data = json.dumps(report, allow_nan=False).replace("</", "<\\/")
+    out.append(f'<script type="application/json" id="report-data">{data}</script>')
+    out.append("</body></html>")
+    return "".join(out)

@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from referee.report.compare import Compared, compare
+
+
+def test_identical_scorings_agree_completely() -> None:
+    rows = [Compared(str(i), str(i // 3), i / 9, i / 9) for i in range(9)]
+    result = compare(rows)
+    assert result["spearman"]["value"] == pytest.approx(1.0)
+    assert result["verdict_agreement"] == 1.0 and result["flipped"] == 0
+    groups = result["within_groups"]
+    assert groups["mean_within_group_kendall_tau"] == pytest.approx(1.0)
+    assert groups["best_attempt_changed_share"] == 0.0
+    assert groups["advantage_sign_differs_share"] == 0.0
+
+
+def test_a_reversed_ranking_inside_groups_is_seen() -> None:
+    rows = []
+    for g in range(4):
+        for k in range(3):
+            rows.append(Compared(f"{g}-{k}", str(g), k / 2, (2 - k) / 2))
+    rows.append(Compared("x", None, None, 1.0))
+    result = compare(rows, top=2)
+    groups = result["within_groups"]
+    assert groups["mean_within_group_kendall_tau"] == pytest.approx(-1.0)
+    assert groups["best_attempt_changed_share"] == 1.0
+    assert groups["advantage_sign_differs_share"] == pytest.approx(8 / 12)  # middles stay at 0
+    assert result["flipped"] == 8 and len(result["top_flipped"]) == 2
+    assert abs(result["top_flipped"][0]["A"] - result["top_flipped"][0]["B"]) == 1.0
+    assert result["only_A_failed"] == 1 and result["compared"] == 12
+
+
+def test_compare_command_with_two_specs_and_with_two_scored_files(tmp_path: Path) -> None:
+    rows = []
+    for g in range(10):
+        for k, text in enumerate([f"\\boxed{{{g}}}", f"answer: {g}", "\\boxed{-1}"]):
+            rows.append({"id": f"{g}-{k}", "group": str(g), "completion": text,
+                         "reference": str(g)})  # fmt: skip
+    rollouts = tmp_path / "in.jsonl"
+    rollouts.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    strict = tmp_path / "strict.yaml"
+    strict.write_text("type: math_answer\nanswer: boxed\n")
+    lenient = tmp_path / "lenient.yaml"
+    lenient.write_text("type: math_answer\nanswer: latex_or_expr\n")
+    out = tmp_path / "cmp.json"
+    cmd = [sys.executable, "-m", "referee.cli", "compare"]
+    run = subprocess.run([*cmd, str(strict), str(lenient), "--rollouts", str(rollouts),
+                          "--json", str(out)], capture_output=True, text=True)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    result = json.loads(out.read_text())
+    assert result["names"] == ["strict", "lenient"]
+    assert "largest flips" in run.stdout
+    # Scored files give the same comparison.
+    scored = []
+    for spec in (strict, lenient):
+        path = tmp_path / f"{spec.stem}.jsonl"
+        subprocess.run([sys.executable, "-m", "referee.cli", "score", str(rollouts), "--spec",
+                        str(spec), "-o", str(path), "-q"], check=True)  # fmt: skip
+        scored.append(path)
+    run = subprocess.run([*cmd, *map(str, scored), "--json", str(out)], capture_output=True,
+                         text=True)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert json.loads(out.read_text()) == result

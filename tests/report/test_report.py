@@ -1,0 +1,145 @@
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from referee.report.diagnostics import ReportRow, build_report
+from referee.report.html import render_html
+
+
+def test_grpo_signal_length_and_agreement() -> None:
+    rows = [
+        # group a: every attempt the same reward (no signal); group b: spread
+        ReportRow(1.0, {"x": 1.0}, group="a", chars=10, label=1.0),
+        ReportRow(1.0, {"x": 1.0}, group="a", chars=20, label=1.0),
+        ReportRow(0.0, {"x": 0.0}, group="b", chars=5, label=0.0),
+        ReportRow(0.5, {"x": None}, group="b", chars=15, label=1.0),
+        ReportRow(None, failure="judge", group="b", chars=30),
+    ]
+    report = build_report(rows, label="label")
+    assert report["rows"] == 5 and report["failed"] == 1 and report["failures"] == {"judge": 1}
+    assert report["grpo"]["groups"] == 2 and report["grpo"]["zero_variance_share"] == 0.5
+    assert report["components"]["x"]["count"] == 3 and report["components"]["x"]["missing"] == 2
+    assert report["length"]["n"] == 4
+    agreement = report["agreement"]
+    assert agreement["n"] == 4 and agreement["accuracy"]["value"] == 1.0
+    assert agreement["cohen_kappa"]["value"] == 1.0
+
+
+def test_a_length_hacked_reward_shows_up() -> None:
+    rows = [ReportRow(n / 100, chars=n) for n in range(1, 101)]
+    assert build_report(rows)["length"]["spearman"] == pytest.approx(1.0)
+
+
+def test_determinism_counts_changes_and_flips() -> None:
+    repeats = [[0.2, 0.6, 0.9, None], [0.2, 0.4, 0.8, None], [0.2, 0.6, 0.9, 0.1]]
+    det = build_report([ReportRow(0.0)] * 4, repeats=repeats)["determinism"]
+    assert det["changed_share"] == 0.75  # rollouts 2, 3, 4 changed value
+    assert det["verdict_flip_share"] == 0.5  # 0.6 -> 0.4 crosses 0.5; None -> 0.1 too
+
+
+def test_html_is_self_contained_and_carries_the_numbers() -> None:
+    rows = [ReportRow(i / 10, {"a": i / 10}, group=str(i // 2), chars=i) for i in range(10)]
+    report = build_report(rows)
+    page = render_html(report)
+    assert "<script" not in page.replace('<script type="application/json"', "")
+    assert not re.search(r"(src|href)=\"https?://", page)  # nothing fetched from anywhere
+    data = re.search(r'id="report-data">(.*?)</script>', page, re.DOTALL)
+    assert data and json.loads(data.group(1)) == json.loads(json.dumps(report))
+    assert page.count("<svg") >= 3
+
+
+def write_rollouts(path: Path) -> Path:
+    rows = []
+    for g in range(20):
+        for k in range(4):
+            answer = g + (k % 2)  # half right, half wrong: a group with signal
+            if g % 5 == 0:
+                answer = g  # every attempt right: a group with no signal
+            rows.append({
+                "id": f"{g}-{k}", "group": str(g), "prompt": f"what is {g}?",
+                "completion": "Let me think. " * k + f"\\boxed{{{answer}}}",
+                "reference": str(g), "metadata": {"label": int(answer == g)},
+            })  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "referee.cli", *args], capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+
+
+def test_report_command_on_a_scored_file(tmp_path: Path) -> None:
+    rollouts = write_rollouts(tmp_path / "in.jsonl")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("name: m\ntype: math_answer\n")
+    scored = tmp_path / "scored.jsonl"
+    assert cli("score", str(rollouts), "--spec", str(spec), "-o", str(scored), "-q").returncode == 0
+    html, data = tmp_path / "r.html", tmp_path / "r.json"
+    run = cli("report", str(scored), "--rollouts", str(rollouts), "--html", str(html),
+              "--json", str(data))  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "20.0% of 20 groups have zero reward variance" in run.stdout
+    assert "agreement with label" in run.stdout
+    report = json.loads(data.read_text())
+    assert report["agreement"]["accuracy"]["value"] == 1.0  # math_answer agrees with the labels
+    assert report["length"]["n"] == 80
+    assert json.loads(re.search(r'id="report-data">(.*?)</script>', html.read_text(),
+                                re.DOTALL).group(1)) == report  # type: ignore[union-attr]  # fmt: skip
+
+    # Scored rows alone still give distributions and the GRPO signal.
+    run = cli("report", str(scored), "--json", str(data))
+    assert run.returncode == 0 and json.loads(data.read_text())["length"] is None
+
+
+def test_report_command_scores_and_repeats(tmp_path: Path) -> None:
+    rollouts = write_rollouts(tmp_path / "in.jsonl")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("name: m\ntype: math_answer\n")
+    data = tmp_path / "r.json"
+    run = cli("report", str(rollouts), "--spec", str(spec), "--repeat", "3", "--json", str(data))
+    assert run.returncode == 0, run.stderr
+    det = json.loads(data.read_text())["determinism"]
+    assert det["repeats"] == 3 and det["verdict_flip_share"] == 0.0
+
+
+def test_report_refuses_rollouts_that_do_not_line_up(tmp_path: Path) -> None:
+    rollouts = write_rollouts(tmp_path / "in.jsonl")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("type: math_answer\n")
+    scored = tmp_path / "scored.jsonl"
+    cli("score", str(rollouts), "--spec", str(spec), "-o", str(scored), "-q")
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(rollouts.read_text().splitlines(keepends=True)[1:]))
+    run = cli("report", str(scored), "--rollouts", str(other))
+    assert run.returncode != 0 and "pass the rollouts file that was scored" in run.stderr
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium (apt-get install chromium)")
+def test_the_page_renders_in_a_headless_browser(tmp_path: Path) -> None:
+    rows = [ReportRow(i / 50, {"a": i / 50}, group=str(i // 4), chars=10 * i, label=float(i > 25))
+            for i in range(50)]  # fmt: skip
+    page = tmp_path / "report.html"
+    page.write_text(render_html(build_report(rows, label="label"), title="browser check"))
+    flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+             "--no-first-run", "--disable-background-networking", "--disable-component-update",
+             "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}"]  # fmt: skip
+    dom = subprocess.run([*flags, "--dump-dom", page.as_uri()], capture_output=True, text=True,
+                         timeout=120)  # fmt: skip
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert "browser check" in dom.stdout and "GRPO signal" in dom.stdout
+    assert dom.stdout.count("<svg") >= 3 and dom.stdout.count("<rect") >= 20
+    shot = tmp_path / "shot.png"
+    run = subprocess.run([*flags, f"--screenshot={shot}", "--window-size=1200,1600", page.as_uri()],
+                         capture_output=True, timeout=120)  # fmt: skip
+    assert run.returncode == 0 and shot.stat().st_size > 20_000  # drawn, not a blank page
