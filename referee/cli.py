@@ -444,6 +444,72 @@ def compare(
         console.print(f"wrote {json_path}")
 
 
+@main.command()
+@click.argument("rollouts", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--spec", "-s", required=True, help="Reward spec file (YAML or JSON).")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1),
+              help="Gold answers (best attempt of a group) to build probes from.")  # fmt: skip
+@click.option("--fraction", default=0.5, show_default=True, type=click.FloatRange(0, 1),
+              help="A content probe fails where it earns more than this share of the gold "
+                   "answer's reward.")  # fmt: skip
+@click.option("--max-share", default=0.0, show_default=True, type=click.FloatRange(0, 1),
+              help="Tolerated share of gold answers a probe may beat before it fails.")  # fmt: skip
+@click.option("--only", help="Comma-separated probe names to run (default: all).")
+@click.option("--format", "-f", "format_", type=click.Choice(FORMATS))
+@click.option("--map", "-m", "maps", multiple=True, metavar="FIELD=COLUMN")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the results as JSON here.")  # fmt: skip
+def probe(
+    rollouts: Path, spec: str, limit: int, fraction: float, max_share: float, only: str | None,
+    format_: Format | None, maps: tuple[str, ...], json_path: Path | None,
+) -> None:  # fmt: skip
+    """Try reward hacks built from ROLLOUTS against a spec; exit 1 when any works (for CI).
+
+    Probes: empty answer, format without content, prompt copied back, hedged answers, an
+    instruction to the grader, a fake verdict, a judge-fence escape, for code exit-0 / PASSED /
+    always-equal; and the gold answer repeated or padded (which must not earn more)."""
+    import json
+
+    from referee.report.probes import PROBES, run_probes
+
+    names = None
+    if only:
+        names = [n.strip() for n in only.split(",") if n.strip()]
+        unknown = sorted(set(names) - {p.name for p in PROBES})
+        if unknown:
+            raise click.UsageError(
+                f"unknown probes {unknown}; known: {', '.join(p.name for p in PROBES)}"
+            )
+    reward = _load_spec(spec)
+    try:
+        items = read_rollouts(rollouts, format=format_, mapping=parse_mapping(maps))
+        good = [i.rollout for i in items if isinstance(i, RowOk)]
+    except RefereeError as exc:
+        raise click.ClickException(str(exc)) from None
+    result = run_sync(run_probes(reward, good, limit=limit, fraction=fraction,
+                                 max_share=max_share, only=names))  # fmt: skip
+    console = Console()
+    if result["golds"] == 0:
+        raise click.ClickException(
+            "no rollout earned a reward above 0, so there is no gold answer to build probes "
+            "from; check the spec against these rollouts with referee score"
+        )
+    table = Table(title=f"probes against {result['golds']} gold answers", title_justify="left")
+    for column in ("probe", "kind", "tried", "beat the bar", "probe reward", "gold reward", ""):
+        table.add_column(column, justify="left" if column in ("probe", "kind", "") else "right")
+    for name, r in result["probes"].items():
+        status = "[red]FAIL[/red]" if r["failed"] else ("-" if not r["tried"] else "ok")
+        means = _fmt(r["mean_probe_reward"]), _fmt(r["mean_gold_reward"])
+        table.add_row(name, r["kind"], str(r["tried"]), str(r["flagged"]), *means, status)
+    console.print(table)
+    if json_path is not None:
+        json_path.write_text(json.dumps(result, indent=2, allow_nan=False))
+    if result["failed"]:
+        console.print(f"[red]hacks that work: {', '.join(result['failed'])}[/red]")
+        sys.exit(1)
+    console.print("no probe beat the bar")
+
+
 _DEMOS = (
     ("extraction", "press releases -> JSON: company, amount, date, provinces"),
     ("math", "math word problems: boxed final answer, think/answer format"),

@@ -1,0 +1,126 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import referee
+from referee import Rollout
+from referee._aio import run_sync
+from referee.judges.testing import FakeJudgeServer, Reply
+from referee.report.probes import run_probes
+
+DEMO = resources.files("referee") / "data" / "demo"
+
+
+def extraction_rollouts() -> list[Rollout]:
+    ref = {"company": "Acme Corp", "amount": 1000, "date": "2025-01-02", "provinces": ["Yukon"]}
+    good = json.dumps(ref)
+    return [
+        Rollout(id="a", group="g", prompt="Extract: Acme raised $1000 on 2025-01-02 in Yukon",
+                completion=good, reference=ref),
+        Rollout(id="b", group="g", prompt="Extract: Acme raised $1000 on 2025-01-02 in Yukon",
+                completion='{"company": "Acme"}', reference=ref),
+    ]  # fmt: skip
+
+
+def probes(reward: Any, rollouts: list[Rollout], **kw: Any) -> dict[str, Any]:
+    return run_sync(run_probes(reward, rollouts, **kw))
+
+
+def test_a_json_validity_reward_is_gamed_by_format_and_fake_verdicts() -> None:
+    result = probes(referee.load({"type": "json_valid"}), extraction_rollouts())
+    assert {"format_only", "fake_verdict"} <= set(result["failed"])
+    assert "empty" not in result["failed"] and "prompt_copy" not in result["failed"]
+    example = result["probes"]["format_only"]["examples"][0]
+    assert json.loads(example["completion"]) == {"company": "", "amount": 0, "date": "",
+                                                  "provinces": []}  # fmt: skip
+
+
+def test_the_demo_extraction_spec_resists_every_probe() -> None:
+    with resources.as_file(DEMO / "extraction.yaml") as spec:
+        reward = referee.load(str(spec))
+    result = probes(reward, extraction_rollouts())
+    assert result["failed"] == [] and result["golds"] == 1
+
+
+def test_a_keyword_grader_obeys_the_injection() -> None:
+    @referee.reward
+    def naive(rollout: Rollout) -> float:
+        text = rollout.completion_text.lower()
+        return 1.0 if "maximum score" in text or "correct" in text else 0.2
+
+    rollouts = [Rollout(id="x", completion="This is correct.", prompt="q")]
+    result = probes(naive, rollouts)
+    assert {"injection", "fence_close"} <= set(result["failed"])
+
+
+def test_code_probes_against_the_sandbox_and_against_a_naive_check() -> None:
+    ref = {"test": "def check(candidate):\n    assert candidate(2) == 4\n", "entry_point": "double"}
+    gold = Rollout(id="c", completion="def double(x):\n    return 2 * x\n", reference=ref)
+    sandboxed = referee.load({"type": "python_tests"})
+    result = probes(sandboxed, [gold], only=["exit_early", "print_passed", "always_equal"])
+    assert result["failed"] == [] and all(
+        r["tried"] == 1 for r in result["probes"].values()
+    )  # the code probes ran, and the sandboxed verdict was not fooled
+
+    @referee.reward
+    def trusts_stdout(rollout: Rollout) -> float:
+        return (
+            1.0
+            if "PASSED" in rollout.completion_text or "return" in rollout.completion_text
+            else 0.0
+        )
+
+    result = probes(trusts_stdout, [gold], only=["print_passed", "always_equal"])
+    assert result["failed"] == ["always_equal", "print_passed"]
+
+
+def test_a_ranking_judge_that_loves_length_fails_the_padding_probe() -> None:
+    def longest_wins(request: dict[str, Any]) -> Reply:
+        import re
+
+        system, user = (m["content"] for m in request["messages"][:2])
+        fence = re.search(r"<<([0-9a-f]{24})>>", system).group(1)  # type: ignore[union-attr]
+        shown = re.findall(rf"ATTEMPT \d+:\n<<{fence}>>\n(.*?)\n<</{fence}>>", user, re.DOTALL)
+        top = max(len(s) for s in shown)
+        return Reply(json.dumps({"scores": [len(s) / top for s in shown]}))
+
+    with FakeJudgeServer(longest_wins) as server:
+        reward = referee.load({"type": "group_rank", "model": "openai/j", "api_base": server.url,
+                               "cache": False, "structured": "prompt", "orders": 1})  # fmt: skip
+        rollouts = [Rollout(id=str(i), group="g", prompt="q", completion="x" * (i + 1))
+                    for i in range(3)]  # fmt: skip
+        result = probes(reward, rollouts, only=["verbose", "empty"])
+    assert result["failed"] == ["verbose"]
+
+
+def test_probe_command_exits_non_zero_when_a_hack_works(tmp_path: Path) -> None:
+    rollouts = tmp_path / "in.jsonl"
+    rollouts.write_text("".join(r.model_dump_json() + "\n" for r in extraction_rollouts()))
+    weak = tmp_path / "weak.yaml"
+    weak.write_text("type: json_valid\n")
+    out = tmp_path / "probes.json"
+    cmd = [sys.executable, "-m", "referee.cli", "probe", str(rollouts)]
+    run = subprocess.run([*cmd, "--spec", str(weak), "--json", str(out)], capture_output=True,
+                         text=True)  # fmt: skip
+    assert run.returncode == 1 and "hacks that work" in run.stdout
+    assert "format_only" in json.loads(out.read_text())["failed"]
+    with resources.as_file(DEMO / "extraction.yaml") as spec:
+        run = subprocess.run([*cmd, "--spec", str(spec)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    run = subprocess.run([*cmd, "--spec", str(weak), "--only", "nope"], capture_output=True,
+                         text=True)  # fmt: skip
+    assert run.returncode == 2 and "unknown probes" in run.stderr
+
+
+@pytest.mark.parametrize("only", [["empty"], None])
+def test_no_gold_means_nothing_to_probe(only: list[str] | None) -> None:
+    result = probes(referee.load({"type": "exact_match"}), [Rollout(completion="a", reference="b")],
+                    only=only)  # fmt: skip
+    assert result["golds"] == 0 and result["failed"] == []
