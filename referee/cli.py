@@ -35,7 +35,8 @@ from referee.spec import load
 
 __all__ = ["main"]
 
-_PROGRESS_MIN_BYTES = 1 << 20  # files smaller than this finish before a bar is worth drawing
+_PROGRESS_MIN_BYTES = 1 << 20
+RAY_BATCH_SIZE = 4096  # files smaller than this finish before a bar is worth drawing
 
 
 def _fmt(value: float | None) -> str:
@@ -144,18 +145,37 @@ def main() -> None:
     "--map", "-m", "maps", multiple=True, metavar="FIELD=COLUMN",
     help="Set a rollout field from a (dotted) column, e.g. reference=reward_model.ground_truth.",
 )  # fmt: skip
-@click.option("--batch-size", default=DEFAULT_BATCH_SIZE, show_default=True, type=click.IntRange(1))
+@click.option(
+    "--batch-size", type=click.IntRange(1),
+    help=f"Rollouts per batch (default {DEFAULT_BATCH_SIZE}; {RAY_BATCH_SIZE} with --engine ray).",
+)  # fmt: skip
 @click.option(
     "--concurrency", type=click.IntRange(1), help="Rollouts scored at once by async rewards."
 )
+@click.option(
+    "--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+    help="Score in this process, or fan batches out over Ray actors.",
+)  # fmt: skip
+@click.option("--address", help="With --engine ray: the cluster's address (default: local Ray).")
+@click.option("--workers", type=click.IntRange(1), help="With --engine ray: how many actors.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary.")
 def score(
     rollouts: Path, spec: str, output: Path | None, resume: bool, format_: Format | None,
-    maps: tuple[str, ...], batch_size: int, concurrency: int | None, quiet: bool,
+    maps: tuple[str, ...], batch_size: int | None, concurrency: int | None, engine: str,
+    address: str | None, workers: int | None, quiet: bool,
 ) -> None:  # fmt: skip
     """Score ROLLOUTS (JSONL or Parquet, from referee, verl, TRL or OpenAI chat logs) with a
     reward spec; one output row per rollout, in order."""
     reward = _load_spec(spec)
+    if engine == "ray":
+        from referee.backends.distributed import RayReward
+
+        try:
+            reward = RayReward(reward, address=address, workers=workers)
+        except RefereeError as exc:
+            raise click.ClickException(str(exc)) from None
+        batch_size = batch_size or RAY_BATCH_SIZE
+    batch_size = batch_size or DEFAULT_BATCH_SIZE
     console = Console(stderr=True) if output is None else Console()
     err = Console(stderr=True)
     if resume and output is None:

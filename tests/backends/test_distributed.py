@@ -1,0 +1,55 @@
+"""Scoring over Ray gives what the local engine gives, groups whole, in order."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray", reason="ray is not installed (pip install 'referee[ray]')")
+
+import referee
+from referee import Rollout
+from referee.backends.distributed import RayReward
+from referee.judges.testing import FakeJudgeServer
+from tests.backends.test_verl import GROUPED, GROUPED_WANT, rank_spec, relative
+
+
+def test_ray_scores_equal_local_scores_and_keep_groups_whole(local_ray: None) -> None:
+    with FakeJudgeServer(relative) as server:
+        spec = {"combine": "weighted", "components": {
+            "ranked": rank_spec(server), "short": {"type": "length", "unit": "chars",
+                                                   "max_length": 5, "cache_length": 3}}}  # fmt: skip
+        rollouts = [Rollout(id=str(i), prompt=q, completion=r, group=g)
+                    for i, (q, r, g) in enumerate(GROUPED)]  # fmt: skip
+        local = referee.score(referee.load(spec), rollouts)
+        ray_reward = RayReward(referee.load(spec), workers=3)
+        try:
+            remote = referee.score(ray_reward, rollouts)
+        finally:
+            ray_reward.close()
+    assert [s.to_dict() for s in remote] == [s.to_dict() for s in local]
+    assert [s.components["ranked"] for s in remote] == GROUPED_WANT
+
+
+@pytest.mark.slow
+def test_score_command_with_the_ray_engine(tmp_path: Path) -> None:
+    rows = [{"id": str(i), "completion": f"\\boxed{{{i % 7}}}", "reference": str(i % 5)}
+            for i in range(300)]  # fmt: skip
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("type: math_answer\n")
+    outputs = []
+    for engine in ("local", "ray"):
+        out = tmp_path / f"{engine}.jsonl"
+        subprocess.run(
+            [sys.executable, "-m", "referee.cli", "score", str(source), "--spec", str(spec),
+             "-o", str(out), "-q", "--engine", engine, "--workers", "2", "--batch-size", "64"],
+            check=True, timeout=300,
+        )  # fmt: skip
+        outputs.append(out.read_text())
+    assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == 300
