@@ -30,12 +30,16 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import json
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, Literal, get_args
 
+from pydantic import ValidationError
+
 from referee.errors import MissingDependency, RolloutError
+from referee.rollout import Rollout
 from referee.rollouts.jsonl import RowError, RowOk, decode_lines, rollout_from_row
 
 __all__ = [
@@ -294,20 +298,71 @@ def read_rollouts(
         RolloutError: The format cannot be detected (pass `format`) or a mapping is malformed.
     """
     mapping = dict(mapping or {})
+    if not mapping and format in (None, "canonical") and not _is_parquet(Path(path)):
+        first = _first_row(Path(path))
+        if format == "canonical" or (first is not None and detect_format(first) == "canonical"):
+            yield from _canonical_jsonl(Path(path))
+            return
     shape: Callable[[Row, int], list[dict[str, Any]]] | None = (
         None if format is None else SHAPES[format]
     )
     for number, size, row, error in rows_of(path):
-        if row is None:
-            yield RowError(number, error or "unreadable row", size)
-            continue
-        if shape is None:
+        if shape is None and row is not None:
             shape = SHAPES[detect_format(row)]
-        try:
-            items = shape(row, number)
-            for i, data in enumerate(items):
-                _apply_mapping(data, row, mapping)
-                yield RowOk(number, rollout_from_row(data, number), size if i == 0 else 0)
-        except (ValueError, TypeError) as exc:
-            rid = row.get("id")
-            yield RowError(number, str(exc), size, str(rid) if rid is not None else None)
+        yield from _items(number, size, row, error, shape or _canonical, mapping)
+
+
+def _items(
+    number: int,
+    size: int,
+    row: Row | None,
+    error: str | None,
+    shape: Callable[[Row, int], list[dict[str, Any]]],
+    mapping: Mapping[str, str],
+) -> Iterator[RowOk | RowError]:
+    """The rollouts of one decoded row (or the error row that stands for it)."""
+    if row is None:
+        yield RowError(number, error or "unreadable row", size)
+        return
+    try:
+        items = shape(row, number)
+        for i, data in enumerate(items):
+            _apply_mapping(data, row, mapping)
+            yield RowOk(number, rollout_from_row(data, number), size if i == 0 else 0)
+    except (ValueError, TypeError) as exc:
+        rid = row.get("id")
+        yield RowError(number, str(exc), size, str(rid) if rid is not None else None)
+
+
+def _first_row(path: Path) -> Row | None:
+    """The first decodable row of a JSONL file, for detection; None if there is none."""
+    for _, _, row, _ in _jsonl_rows(path):
+        if row is not None:
+            return row
+    return None
+
+
+def _canonical_jsonl(path: Path) -> Iterator[RowOk | RowError]:
+    """Canonical JSONL, validated by pydantic straight from the bytes (no intermediate dicts);
+    a line that does not validate takes the general path, which says precisely why."""
+    validate = Rollout.model_validate_json
+    with _open_text(path) as stream:
+        for number, raw in enumerate(stream, start=1):
+            if not raw.strip():
+                continue
+            try:
+                rollout = validate(raw)
+            except ValidationError:
+                for _, size, row, error in _decoded(number, raw):
+                    yield from _items(number, size, row, error, _canonical, {})
+                continue
+            if not rollout.id:
+                rollout = rollout.model_copy(update={"id": str(number)})
+            yield RowOk(number, rollout, len(raw))
+
+
+def _decoded(number: int, raw: bytes) -> Iterator[RawRow]:
+    for _, size, row, error in decode_lines(io.BytesIO(raw)):
+        if error is None and not isinstance(row, dict):
+            error = f"a row must be a JSON object, got {type(row).__name__}"
+        yield number, size, row if error is None else None, error

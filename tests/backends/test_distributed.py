@@ -20,9 +20,8 @@ from tests.backends.test_verl import GROUPED, GROUPED_WANT, rank_spec, relative
 
 def test_ray_scores_equal_local_scores_and_keep_groups_whole(local_ray: None) -> None:
     with FakeJudgeServer(relative) as server:
-        spec = {"combine": "weighted", "components": {
-            "ranked": rank_spec(server), "short": {"type": "length", "unit": "chars",
-                                                   "max_length": 5, "cache_length": 3}}}  # fmt: skip
+        short = {"type": "length", "unit": "chars", "max_length": 5, "cache_length": 3}
+        spec = {"combine": "weighted", "components": {"ranked": rank_spec(server), "short": short}}
         rollouts = [Rollout(id=str(i), prompt=q, completion=r, group=g)
                     for i, (q, r, g) in enumerate(GROUPED)]  # fmt: skip
         local = referee.score(referee.load(spec), rollouts)

@@ -59,19 +59,27 @@ def test_killed_runs_resume_to_the_same_output(
     source, spec, want = setup
     out = tmp_path / "out.jsonl"
     command = cli(str(source), "--spec", str(spec), "-o", str(out), "--resume")
+    partial = out.with_name("out.jsonl.partial")
+    total = sum(len(line) + 1 for line in want)
     rng = random.Random(1)
     kills = 0
-    for _ in range(6):
+    # Kill at random points of progress (a share of the final output written, plus a random
+    # delay so some kills land mid-batch), several times, then let a last run finish.
+    for target in sorted(rng.uniform(0.05, 0.9) for _ in range(4)):
         proc = subprocess.Popen(command)
-        time.sleep(rng.uniform(0.3, 2.0))
+        while proc.poll() is None and (
+            not partial.exists() or partial.stat().st_size < target * total
+        ):
+            time.sleep(0.005)
+        time.sleep(rng.uniform(0, 0.05))
         if proc.poll() is not None:
-            break
+            continue
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         kills += 1
         assert not out.exists()  # never a half-written output
     subprocess.run(command, check=True)
-    assert kills >= 1
+    assert kills >= 3
     got = out.read_text().splitlines()
     assert got == want  # every row once, in order, scored the same
     assert not out.with_name("out.jsonl.partial").exists()
