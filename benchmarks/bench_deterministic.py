@@ -124,8 +124,12 @@ def baseline(rollouts: list[referee.Rollout]) -> list[float]:
     return baseline_pairs([(r.completion_text, r.reference) for r in rollouts])
 
 
-def baseline_pairs(pairs: list[tuple[str, Any]]) -> list[float]:
-    """The extraction spec's values, by hand, for (completion text, reference) pairs."""
+def baseline_pairs(
+    pairs: list[tuple[str, Any]], components: list[dict[str, float]] | None = None
+) -> list[float]:
+    """The extraction spec's values, by hand, for (completion text, reference) pairs; with a
+    `components` list, each row's component values are appended to it too (as referee reports
+    them)."""
     validator = _VALIDATOR
     out = []
     for text, ref in pairs:
@@ -133,9 +137,13 @@ def baseline_pairs(pairs: list[tuple[str, Any]]) -> list[float]:
             pred = json.loads(text)
         except ValueError:
             out.append(0.0)
+            if components is not None:
+                components.append({"valid": 0.0})
             continue
         if not validator.is_valid(pred):
             out.append(0.0)
+            if components is not None:
+                components.append({"valid": 0.0})
             continue
         scores = []
         scores.append(1.0 if _norm(str(pred.get("company", ""))) == _norm(ref["company"]) else 0.0)
@@ -148,7 +156,13 @@ def baseline_pairs(pairs: list[tuple[str, Any]]) -> list[float]:
         hits = len(ps & rs)
         scores.append(2 * hits / (len(ps) + len(rs)) if hits else 0.0)
         extra = len([k for k in pred if k not in ref])
-        out.append(0.2 + 0.8 * sum(scores) / (4 + extra))
+        fields = sum(scores) / (4 + extra)
+        out.append(0.2 + 0.8 * fields)
+        if components is not None:
+            names = ("company", "amount", "date", "provinces")
+            row = {"valid": 1.0, "fields": fields}
+            row.update({f"fields.{n}": v for n, v in zip(names, scores, strict=True)})
+            components.append(row)
     return out
 
 

@@ -6,7 +6,8 @@ Both sides run as their own process, read -> score -> write a JSONL file:
 - referee: `referee score LOG --spec extraction.yaml -o OUT` (json_schema gate + field_match,
   weighted), the command a user runs, writing one full output row per input row;
 - baseline: a plain loop: json.loads each line, one compiled jsonschema validator and the
-  same field comparisons inline (bench_deterministic's baseline), json.dumps of id and reward.
+  same field comparisons inline (bench_deterministic's baseline), json.dumps of the id, the
+  reward and the component values (what referee's rows carry, less the reasons).
 
 Printed: rows/s of each and their ratio (target: referee at least 0.7x the baseline's rows/s),
 and each process's peak memory (ru_maxrss) at two sizes (target: flat, not growing with N).
@@ -38,9 +39,10 @@ from benchmarks.bench_deterministic import baseline_pairs
 with open(sys.argv[1], "rb") as src, open(sys.argv[2], "w") as out:
     batch = []
     def flush():
-        values = baseline_pairs([(r["completion"], r["reference"]) for r in batch])
-        for r, v in zip(batch, values):
-            out.write(json.dumps({"id": r["id"], "reward": v}) + "\n")
+        components = []
+        values = baseline_pairs([(r["completion"], r["reference"]) for r in batch], components)
+        for r, v, c in zip(batch, values, components):
+            out.write(json.dumps({"id": r["id"], "reward": v, "components": c}) + "\n")
         batch.clear()
     for line in src:
         batch.append(json.loads(line))

@@ -19,7 +19,7 @@ from referee import __version__
 from referee._aio import run_sync
 from referee.errors import RefereeError
 from referee.registry import lookup, registered_types
-from referee.report.diagnostics import ReportRow, build_report, label_value
+from referee.report.diagnostics import ReportRow, build_report, label_value, preference_value
 from referee.report.summary import Summary
 from referee.reward import Reward
 from referee.rollouts.jsonl import RowError, RowOk, read_jsonl
@@ -218,11 +218,16 @@ def score(
 
 
 def _report_rows(
-    items: Iterable[RowOk | RowError], scores: Iterable[dict[str, Any]], label: str | None
-) -> tuple[list[ReportRow], str | None]:
-    """Report rows from input items and their scored rows (in the same order)."""
+    items: Iterable[RowOk | RowError],
+    scores: Iterable[dict[str, Any]],
+    label: str | None,
+    preference: str | None = None,
+) -> tuple[list[ReportRow], str | None, str | None]:
+    """Report rows from input items and their scored rows (in the same order), and the label
+    and preference keys found."""
     rows: list[ReportRow] = []
     found: str | None = label
+    found_pref: str | None = preference
     for i, (item, scored) in enumerate(itertools.zip_longest(items, scores)):
         if item is None or scored is None:
             raise click.ClickException(
@@ -231,6 +236,7 @@ def _report_rows(
             )
         chars = None
         value = None
+        preferred = None
         if isinstance(item, RowOk):
             if scored.get("id") is not None and str(scored["id"]) != item.rollout.id:
                 raise click.ClickException(
@@ -240,8 +246,12 @@ def _report_rows(
             chars = len(item.rollout.completion_text)
             key, value = label_value(item.rollout.metadata, label)
             found = found or key
-        rows.append(_report_row(scored, chars, value))
-    return rows, found
+            pkey, preferred = preference_value(item.rollout.metadata, preference)
+            found_pref = found_pref or pkey
+        row = _report_row(scored, chars, value)
+        row.preferred = preferred
+        rows.append(row)
+    return rows, found, found_pref
 
 
 def _report_row(scored: dict[str, Any], chars: int | None, label: float | None) -> ReportRow:
@@ -279,6 +289,9 @@ def _scored_rows(path: Path) -> Iterator[dict[str, Any]]:
 @click.option("--repeat", default=1, show_default=True, type=click.IntRange(1),
               help="With --spec: score N times and report how often verdicts flip.")  # fmt: skip
 @click.option("--label", "-l", help="Metadata key of a human label (default: label, ...).")
+@click.option(
+    "--preference", "-p", help="Metadata key of a human preference flag (default: preferred)."
+)
 @click.option("--threshold", default=0.5, show_default=True,
               help="Reward at or above which a verdict is a pass.")  # fmt: skip
 @click.option("--format", "-f", "format_", type=click.Choice(FORMATS))
@@ -289,8 +302,8 @@ def _scored_rows(path: Path) -> Iterator[dict[str, Any]]:
               help="Write the report's numbers as JSON here.")  # fmt: skip
 def report(
     scored: Path, rollouts: Path | None, spec: str | None, repeat: int, label: str | None,
-    threshold: float, format_: Format | None, maps: tuple[str, ...], html_path: Path | None,
-    json_path: Path | None,
+    preference: str | None, threshold: float, format_: Format | None, maps: tuple[str, ...],
+    html_path: Path | None, json_path: Path | None,
 ) -> None:  # fmt: skip
     """Diagnose a reward on logged rollouts: distributions, failures, GRPO signal, length
     correlation, agreement with human labels, determinism (HTML, JSON and a terminal summary).
@@ -312,17 +325,19 @@ def report(
                 run_sync(score_rows(items, reward, out.append, source=str(scored)))
                 runs.append(out)
             repeats = [[r.get("reward") for r in run] for run in runs]
-            rows, found = _report_rows(items, runs[0], label)
+            rows, found, found_pref = _report_rows(items, runs[0], label, preference)
         elif rollouts is not None:
             items_iter = read_rollouts(rollouts, format=format_, mapping=mapping)
-            rows, found = _report_rows(items_iter, _scored_rows(scored), label)
+            rows, found, found_pref = _report_rows(
+                items_iter, _scored_rows(scored), label, preference
+            )
         else:
             rows = [_report_row(r, None, None) for r in _scored_rows(scored)]
-            found = None
+            found = found_pref = None
     except RefereeError as exc:
         raise click.ClickException(str(exc)) from None
-    result = build_report(rows, label=found, threshold=threshold, repeats=repeats,
-                          source=str(scored))  # fmt: skip
+    result = build_report(rows, label=found, preference=found_pref, threshold=threshold,
+                          repeats=repeats, source=str(scored))  # fmt: skip
     console = Console()
     _print_report(console, result)
     if json_path is not None:
@@ -360,6 +375,14 @@ def _print_report(console: Console, result: dict[str, Any]) -> None:
             if k in agreement
         ]
         console.print(f"agreement with {agreement['label']}: " + ", ".join(parts))
+    prefs = result.get("preferences")
+    if prefs:
+        acc = prefs["pairwise_accuracy"]
+        console.print(
+            f"agreement with human preferences ({prefs['key']}): pairwise accuracy "
+            f"{_fmt(acc['value'])} [{_fmt(acc['ci_low'])}, {_fmt(acc['ci_high'])}] over "
+            f"{acc['n']} pairs in {prefs['groups']} groups"
+        )
     det = result.get("determinism")
     if det:
         console.print(

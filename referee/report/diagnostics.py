@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from referee.report.stats import (
+    Estimate,
     bootstrap,
     cohen_kappa,
     histogram,
@@ -31,10 +32,14 @@ from referee.report.stats import (
     spearman,
 )
 
-__all__ = ["LABEL_KEYS", "ReportRow", "build_report"]
+__all__ = ["LABEL_KEYS", "PREFERENCE_KEYS", "ReportRow", "build_report", "preference_value"]
 
 LABEL_KEYS = ("label", "human_label", "human_score", "human", "gold_score")
 """Metadata keys read as a human label when no `--label` is given, first found wins."""
+
+PREFERENCE_KEYS = ("preferred", "chosen", "human_preferred")
+"""Metadata keys read as a human preference (true: the attempt a person preferred in its
+group, false: one they did not) when no `--preference` is given."""
 
 SCATTER_POINTS = 1500
 BOOTSTRAP_MAX = 2000  # bootstrap on a seeded sample of at most this many pairs
@@ -50,6 +55,7 @@ class ReportRow:
     group: str | None = None
     chars: int | None = None
     label: float | None = None
+    preferred: bool | None = None
     cost: float | None = None
     latency: float | None = None
     tokens: int | None = None
@@ -143,6 +149,35 @@ def _agreement(rows: Sequence[ReportRow], label: str, threshold: float) -> dict[
     return out
 
 
+def _preferences(rows: Sequence[ReportRow], key: str) -> dict[str, Any] | None:
+    """Pairwise accuracy against human preferences: within each group, every (preferred, not
+    preferred) pair is right when the reward ranks the preferred attempt higher (a tie counts
+    half). The CI resamples groups, since pairs of one group are not independent."""
+    groups: dict[str, tuple[list[float], list[float]]] = {}
+    for r in rows:
+        if r.group is None or r.preferred is None or r.value is None:
+            continue
+        chosen, rejected = groups.setdefault(r.group, ([], []))
+        (chosen if r.preferred else rejected).append(r.value)
+    per_group = []
+    for chosen, rejected in groups.values():
+        if chosen and rejected:
+            right = sum(1.0 if c > x else 0.5 if c == x else 0.0 for c in chosen for x in rejected)
+            per_group.append((right, len(chosen) * len(rejected)))
+    if not per_group:
+        return None
+    pairs = sum(n for _, n in per_group)
+    value = sum(r for r, _ in per_group) / pairs
+    rng = random.Random(0)
+    draws = []
+    for _ in range(500):
+        sample = [per_group[rng.randrange(len(per_group))] for _ in per_group]
+        draws.append(sum(r for r, _ in sample) / sum(n for _, n in sample))
+    draws.sort()
+    estimate = Estimate(value, quantile(draws, 0.025), quantile(draws, 0.975), pairs)
+    return {"key": key, "groups": len(per_group), "pairwise_accuracy": estimate.to_dict()}
+
+
 def _determinism(repeats: Sequence[Sequence[float | None]], threshold: float) -> dict[str, Any]:
     n = len(repeats[0])
     changed = flipped = 0
@@ -166,6 +201,7 @@ def build_report(
     rows: Iterable[ReportRow],
     *,
     label: str | None = None,
+    preference: str | None = None,
     threshold: float = 0.5,
     repeats: Sequence[Sequence[float | None]] | None = None,
     source: str | None = None,
@@ -206,6 +242,7 @@ def build_report(
         "grpo": _grpo(kept),
         "length": _length(kept),
         "agreement": None if label is None else _agreement(kept, label, threshold),
+        "preferences": None if preference is None else _preferences(kept, preference),
         "determinism": None
         if not repeats or len(repeats) < 2
         else _determinism(repeats, threshold),
@@ -224,3 +261,15 @@ def label_value(metadata: Mapping[str, Any], key: str | None) -> tuple[str | Non
     if isinstance(value, (int, float)) and math.isfinite(value):
         return keys[0], float(value)
     return keys[0], None
+
+
+def preference_value(
+    metadata: Mapping[str, Any], key: str | None
+) -> tuple[str | None, bool | None]:
+    """The human preference flag in a rollout's metadata (the named key, or the first of
+    PREFERENCE_KEYS): (key, True/False), or (key, None) where it is absent or not a bool."""
+    keys = [key] if key is not None else [k for k in PREFERENCE_KEYS if k in metadata]
+    if not keys:
+        return None, None
+    value = metadata.get(keys[0])
+    return keys[0], value if isinstance(value, bool) else None

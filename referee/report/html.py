@@ -213,6 +213,13 @@ def render_html(report: dict[str, Any], title: str = "referee report") -> str:
                 out.append(f"<tr><td>{key}</td><td>{_estimate(agreement[key])}</td></tr>")
         out.append(f"</table><p class='muted'>{agreement['n']} labelled rollouts.</p>")
 
+    prefs = report.get("preferences")
+    if prefs:
+        out.append(f"<h2>Agreement with human preferences ({escape(str(prefs['key']))})</h2>"
+                   f"<p>Pairwise accuracy {_estimate(prefs['pairwise_accuracy'])} over "
+                   f"{prefs['pairwise_accuracy']['n']} (preferred, not preferred) pairs in "
+                   f"{prefs['groups']} groups; a tie counts half.</p>")  # fmt: skip
+
     det = report.get("determinism")
     if det:
         out.append(f"<h2>Determinism ({det['repeats']} scorings)</h2>"

@@ -143,3 +143,35 @@ def test_the_page_renders_in_a_headless_browser(tmp_path: Path) -> None:
     run = subprocess.run([*flags, f"--screenshot={shot}", "--window-size=1200,1600", page.as_uri()],
                          capture_output=True, timeout=120)  # fmt: skip
     assert run.returncode == 0 and shot.stat().st_size > 20_000  # drawn, not a blank page
+
+
+def test_pairwise_agreement_with_human_preferences() -> None:
+    rows = []
+    for g in range(30):
+        # the person preferred attempt 0; the reward agrees in 20 groups, ties in 5, disagrees in 5
+        good, bad = (1.0, 0.0) if g < 20 else ((0.5, 0.5) if g < 25 else (0.0, 1.0))
+        rows.append(ReportRow(good, group=str(g), preferred=True))
+        rows.append(ReportRow(bad, group=str(g), preferred=False))
+    rows.append(ReportRow(1.0, group="solo", preferred=True))  # no pair: left out
+    prefs = build_report(rows, preference="preferred")["preferences"]
+    acc = prefs["pairwise_accuracy"]
+    assert prefs["groups"] == 30 and acc["n"] == 30
+    assert acc["value"] == pytest.approx((20 + 2.5) / 30)
+    assert acc["ci_low"] < acc["value"] < acc["ci_high"]
+
+
+def test_report_command_reads_preferences_from_metadata(tmp_path: Path) -> None:
+    rows = []
+    for g in range(10):
+        for k, text in enumerate([f"\\boxed{{{g}}}", "\\boxed{-1}"]):
+            rows.append({"id": f"{g}-{k}", "group": str(g), "completion": text,
+                         "reference": str(g), "metadata": {"chosen": k == 0}})  # fmt: skip
+    rollouts = tmp_path / "in.jsonl"
+    rollouts.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("type: math_answer\n")
+    data = tmp_path / "r.json"
+    run = cli("report", str(rollouts), "--spec", str(spec), "--json", str(data))
+    assert run.returncode == 0, run.stderr
+    assert "pairwise accuracy 1" in run.stdout
+    assert json.loads(data.read_text())["preferences"]["key"] == "chosen"
