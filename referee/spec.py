@@ -173,6 +173,10 @@ class _Loader:
                 expected=f"one of {', '.join(known)}",
             )
         options = {k: v for k, v in data.items() if k not in {"type", "name", "description"}}
+        for key in getattr(cls, "__nested_rewards__", ()):
+            # Options that are rewards themselves (final_answer's `reward`) load as rewards.
+            if isinstance(options.get(key), Mapping):
+                options[key] = self.reward(options[key], (*path, key), key)
         allowed = _option_names(cls)
         for key, value in options.items():
             if key.endswith("_file") and isinstance(value, str) and not os.path.isabs(value):

@@ -44,6 +44,12 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "reference_judge": dict(_UNREACHABLE_JUDGE),
     "pairwise_judge": dict(_UNREACHABLE_JUDGE),
     "group_rank": dict(_UNREACHABLE_JUDGE),
+    "tool_use": {
+        "tools": [{"name": "f", "parameters": {"type": "dict"}}],
+        "fold": "discounted",
+        "gamma": 0.9,
+    },
+    "final_answer": {"reward": {"type": "math_answer", "pattern": r"<answer>(.*?)</answer>"}},
 }
 ROLLOUTS = [
     make('{"a": 1, "b": [1]}', {"a": 1, "b": [1]}),

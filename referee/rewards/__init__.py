@@ -1,5 +1,6 @@
 """The built-in rewards, one module per family. Each is also a spec type (its registered name)."""
 
+from referee.rewards.agent import FinalAnswer, ToolUse
 from referee.rewards.code import IoTests, PytestTests, PythonTests
 from referee.rewards.fields import FieldMatch, FieldRule
 from referee.rewards.json import JsonSchema, JsonValid
@@ -15,6 +16,7 @@ __all__ = [
     "ExactMatch",
     "FieldMatch",
     "FieldRule",
+    "FinalAnswer",
     "Format",
     "GroupRank",
     "IoTests",
@@ -29,4 +31,5 @@ __all__ = [
     "Regex",
     "Repetition",
     "RubricJudge",
+    "ToolUse",
 ]

@@ -1,0 +1,215 @@
+"""Rewards for agent trajectories: per-step tool use, and any reward applied to the final answer.
+
+The trajectory (turns, calls, results, final answer) is parsed once per rollout by
+`referee.trajectory`; the tool definitions travel with the rollout in ``metadata.tools``, in
+OpenAI's shape (``{"type": "function", "function": {"name", "parameters"}}``) or BFCL's
+(``{"name", "parameters"}``, with BFCL's type names such as ``dict`` and ``float``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from referee.errors import NotApplicable
+from referee.registry import register
+from referee.reward import CheckReward, Reward, _RewardBase, is_sync
+from referee.rollout import Rollout
+from referee.score import Score
+from referee.steps import Fold, fold_steps
+from referee.trajectory import Call, trajectory
+from referee.verifiers.schema import CompiledSchema, compile_schema, first_error
+
+__all__ = ["FinalAnswer", "ToolUse", "tool_schemas"]
+
+# BFCL writes Python-flavoured type names in its function parameters.
+_BFCL_TYPES = {"dict": "object", "float": "number", "tuple": "array", "list": "array",
+               "int": "integer", "bool": "boolean", "str": "string", "any": None}  # fmt: skip
+
+
+def _json_schema(parameters: Any) -> Any:
+    """A tool's parameters as standard JSON Schema (BFCL's type names translated)."""
+    if isinstance(parameters, list):
+        return [_json_schema(p) for p in parameters]
+    if not isinstance(parameters, Mapping):
+        return parameters
+    out: dict[str, Any] = {}
+    for key, value in parameters.items():
+        if key == "type" and isinstance(value, str) and value in _BFCL_TYPES:
+            translated = _BFCL_TYPES[value]
+            if translated is not None:
+                out[key] = translated
+        elif key in ("properties", "$defs", "definitions") and isinstance(value, Mapping):
+            out[key] = {k: _json_schema(v) for k, v in value.items()}
+        elif key in ("items", "additionalProperties", "anyOf", "oneOf", "allOf", "not"):
+            out[key] = _json_schema(value)
+        else:
+            out[key] = value
+    return out
+
+
+def tool_schemas(tools: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Tool name -> the JSON Schema of its parameters, from OpenAI or BFCL definitions."""
+    out: dict[str, Any] = {}
+    for tool in tools:
+        inner = tool.get("function")
+        spec: Mapping[str, Any] = inner if isinstance(inner, Mapping) else tool
+        name = spec.get("name")
+        if isinstance(name, str):
+            out[name] = _json_schema(spec.get("parameters") or {"type": "object"})
+    return out
+
+
+def _is_error(result: str | None, markers: Sequence[str]) -> bool:
+    if result is None:
+        return False
+    text = result.strip()
+    if text.lower().startswith(tuple(m.lower() for m in markers)):
+        return True
+    if text.startswith("{"):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return False
+        return isinstance(value, dict) and bool(value.get("error"))
+    return False
+
+
+@register("tool_use")
+@dataclass(kw_only=True)
+class ToolUse(CheckReward):
+    """A process reward: each assistant turn gets a value for how it used tools.
+
+    A call earns 1 when its tool exists, its arguments validate against the tool's JSON Schema
+    and the tool returned no error; `unknown_tool` when the tool does not exist;
+    `invalid_arguments` when the arguments are not valid JSON or fail the schema; `tool_error`
+    when the result is an error (text starting with one of `error_markers`, or a JSON object
+    with an ``error``). A call identical to an earlier one (same name and arguments) loses
+    `repeat_penalty`. A turn's value is the mean of its calls' (a turn without calls, such as
+    the final answer, earns 1); turns past `max_steps` earn `over_budget`. The per-turn values
+    are `Score.steps`; they fold into the total by `fold` (with `gamma` for discounted).
+
+    Attributes:
+        tools: Tool definitions, when not in each rollout's ``metadata.tools``.
+    """
+
+    tools: list[dict[str, Any]] | None = None
+    unknown_tool: float = 0.0
+    invalid_arguments: float = 0.0
+    tool_error: float = 0.5
+    repeat_penalty: float = 0.5
+    max_steps: int | None = None
+    over_budget: float = 0.0
+    error_markers: list[str] = field(default_factory=lambda: ["error", "exception", "traceback"])
+    fold: Fold = "mean"
+    gamma: float = 1.0
+    name: str = "tool_use"
+
+    def __post_init__(self) -> None:
+        self._fixed = tool_schemas(self.tools) if self.tools is not None else None
+        self._compiled: dict[str, CompiledSchema | None] = {}
+
+    def _schema(self, schema: Any) -> CompiledSchema | None:
+        key = json.dumps(schema, sort_keys=True, default=str)
+        if key not in self._compiled:
+            try:
+                self._compiled[key] = compile_schema(schema)
+            except Exception:
+                self._compiled[key] = None  # a tool with a broken schema: arguments unchecked
+        return self._compiled[key]
+
+    def _call_value(self, call: Call, schemas: Mapping[str, Any], seen: set[str],
+                    notes: list[str]) -> float:  # fmt: skip
+        if call.name not in schemas:
+            notes.append(f"step {call.step}: unknown tool {call.name!r}")
+            return self.unknown_tool
+        if call.arguments is None:
+            notes.append(f"step {call.step}: {call.name}: {call.argument_error}")
+            return self.invalid_arguments
+        compiled = self._schema(schemas[call.name])
+        error = None if compiled is None else first_error(compiled, call.arguments)
+        if error is not None:
+            notes.append(f"step {call.step}: {call.name} arguments {error}")
+            return self.invalid_arguments
+        value = 1.0
+        if _is_error(call.result, self.error_markers):
+            notes.append(f"step {call.step}: {call.name} returned an error")
+            value = self.tool_error
+        key = call.name + json.dumps(call.arguments, sort_keys=True, default=str)
+        if key in seen:
+            notes.append(f"step {call.step}: {call.name} repeated with the same arguments")
+            value = max(0.0, value - self.repeat_penalty)
+        seen.add(key)
+        return value
+
+    def check(self, rollout: Rollout) -> Score:
+        traj = trajectory(rollout)
+        schemas = self._fixed if self._fixed is not None else tool_schemas(traj.tools)
+        if not schemas and traj.calls:
+            raise NotApplicable(
+                "tool_use needs the tool definitions: metadata.tools on the rollout, or tools "
+                "in the spec"
+            )
+        seen: set[str] = set()
+        notes: list[str] = []
+        steps: list[float] = []
+        for step in traj.steps:
+            if self.max_steps is not None and step.index >= self.max_steps:
+                steps.append(self.over_budget)
+                if step.index == self.max_steps:
+                    notes.append(f"over the step budget of {self.max_steps}")
+                continue
+            if not step.calls:
+                steps.append(1.0)
+                continue
+            values = [self._call_value(c, schemas, seen, notes) for c in step.calls]
+            steps.append(sum(values) / len(values))
+        return Score(
+            value=fold_steps(steps, self.fold, self.gamma),
+            steps=tuple(steps),
+            components={"calls": float(len(traj.calls)), "steps": float(len(steps))},
+            reason="; ".join(notes[:10]) or f"{len(traj.calls)} calls, all well formed",
+        )
+
+
+@register("final_answer")
+@dataclass(kw_only=True)
+class FinalAnswer(_RewardBase):
+    """Any reward applied to the trajectory's final answer (the last assistant text).
+
+    ``{type: final_answer, reward: {type: math_answer}}``: the inner reward sees a rollout
+    whose completion is the final answer's text, its prompt, reference and metadata unchanged.
+    """
+
+    __nested_rewards__: ClassVar[tuple[str, ...]] = ("reward",)
+
+    reward: Any
+    name: str = "final_answer"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.reward, Reward):
+            raise TypeError("final_answer needs a reward to apply, e.g. reward: {type: ...}")
+
+    @property
+    def is_sync(self) -> bool:
+        return is_sync(self.reward)
+
+    def _answer(self, rollout: Rollout) -> Rollout:
+        text = trajectory(rollout).final_answer
+        return rollout.model_copy(update={"completion": text})
+
+    def check_safe(self, rollout: Rollout) -> Score:
+        return self.reward.check_safe(self._answer(rollout))  # type: ignore[no-any-return]
+
+    async def score(self, rollout: Rollout) -> Score:
+        return (await self.score_batch([rollout]))[0]
+
+    async def score_batch(
+        self, rollouts: Sequence[Rollout], *, concurrency: int | None = None
+    ) -> list[Score]:
+        inner: list[Score] = await self.reward.score_batch(
+            [self._answer(r) for r in rollouts], concurrency=concurrency
+        )
+        return inner

@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+import pytest
+
+import referee
+from referee import Rollout
+from tests.test_trajectory import agent, call
+
+
+def turn(*calls: dict) -> dict:
+    return {"role": "assistant", "content": "", "tool_calls": list(calls)}
+
+
+PARIS = '{"city": "Paris"}'
+
+
+def test_tool_use_gives_a_value_per_turn() -> None:
+    rollout = agent(
+        turn(call("get_weather", PARIS, "1")),
+        {"role": "tool", "tool_call_id": "1", "content": "sunny"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            call("get_weather", '{"town": "Paris"}', "2"), call("get_time", "{}", "3")]},
+        turn(call("get_weather", PARIS, "4")),
+        {"role": "tool", "tool_call_id": "4", "content": "Error: rate limited"},
+        {"role": "assistant", "content": "Sunny."},
+    )  # fmt: skip
+    [s] = referee.score(referee.load({"type": "tool_use"}), [rollout])
+    # turn 0 fine; turn 1: bad arguments and an unknown tool; turn 2: an error result and a
+    # repeat of turn 0's call (0.5 - 0.5); turn 3: the answer
+    assert s.steps == (1.0, 0.0, 0.0, 1.0)
+    assert s.value == pytest.approx(0.5)
+    assert "unknown tool 'get_time'" in (s.reason or "") and "repeated" in (s.reason or "")
+    assert "required property" in (s.reason or "")
+
+
+def test_step_budget_and_discounted_fold() -> None:
+    turns = []
+    for i in range(4):
+        turns.append(
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [call("get_weather", f'{{"city": "c{i}"}}', str(i))],
+            }
+        )
+        turns.append({"role": "tool", "tool_call_id": str(i), "content": "ok"})
+    spec = {"type": "tool_use", "max_steps": 2, "fold": "discounted", "gamma": 0.5}
+    [s] = referee.score(referee.load(spec), [agent(*turns)])
+    assert s.steps == (1.0, 1.0, 0.0, 0.0) and s.value == pytest.approx(1.5)
+
+
+def test_bfcl_type_names_and_tools_in_the_spec() -> None:
+    bfcl = [{"name": "calc_area", "parameters": {"type": "dict", "required": ["r"],
+             "properties": {"r": {"type": "float"}}}}]  # fmt: skip
+    reward = referee.load({"type": "tool_use", "tools": bfcl})
+    good = Rollout(completion=[{"role": "assistant", "content": "",
+                                "tool_calls": [call("calc_area", '{"r": 2.5}')]}])  # fmt: skip
+    bad = Rollout(completion=[{"role": "assistant", "content": "",
+                               "tool_calls": [call("calc_area", '{"r": "big"}')]}])  # fmt: skip
+    assert [s.value for s in referee.score(reward, [good, bad])] == [1.0, 0.0]
+
+
+def test_tool_use_without_definitions_is_not_applicable() -> None:
+    rollout = Rollout(completion=[{"role": "assistant", "content": "",
+                                   "tool_calls": [call("x", "{}")]}])  # fmt: skip
+    [s] = referee.score(referee.load({"type": "tool_use"}), [rollout])
+    assert s.value is None and s.failure is not None and s.failure.type == "not_applicable"
+
+
+def test_final_answer_applies_any_reward_to_the_last_assistant_text() -> None:
+    spec = {"type": "final_answer", "reward": {"type": "math_answer"}}
+    reward = referee.load(spec)
+    right = agent(
+        {"role": "assistant", "content": "I'll compute \\boxed{3}",
+         "tool_calls": [call("get_weather", '{"city": "x"}', "1")]},
+        {"role": "tool", "tool_call_id": "1", "content": "4"},
+        {"role": "assistant", "content": "The answer is \\boxed{4}."},
+    )  # fmt: skip
+    wrong = agent({"role": "assistant", "content": "\\boxed{5}"})
+    right = right.model_copy(update={"reference": "4"})
+    wrong = wrong.model_copy(update={"reference": "4"})
+    assert [s.value for s in referee.score(reward, [right, wrong])] == [1.0, 0.0]
+    components = {"answer": {**spec, "weight": 0.7}, "process": {"type": "tool_use", "weight": 0.3}}
+    combined = referee.load({"combine": "weighted", "components": components})
+    [s] = referee.score(combined, [right])
+    assert s.value == pytest.approx(1.0) and s.components["answer"] == 1.0
+
+
+def test_final_answer_needs_a_reward() -> None:
+    with pytest.raises(referee.SpecError):
+        referee.load({"type": "final_answer", "reward": 3})
