@@ -9,6 +9,9 @@ install:
 	# pip would fetch a CUDA build of several GB.
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e ".[all,trainers,dev]"
+	# BFCL's data and AST checker, for tool_call_match's agreement test. --no-deps: its
+	# requirements are every model provider's SDK (and a CUDA torch), which the checker needs not.
+	$(PY) -m pip install -q --no-deps "bfcl-eval==2026.3.23"
 
 check:
 	$(PY) -m ruff check referee tests benchmarks

@@ -9,6 +9,7 @@ from referee.rewards.length import Length, Repetition
 from referee.rewards.math import MathAnswer
 from referee.rewards.ranking import GroupRank
 from referee.rewards.text import Contains, ExactMatch, Format, Regex
+from referee.rewards.tools import ToolCallMatch
 
 __all__ = [
     "ChecklistJudge",
@@ -31,5 +32,6 @@ __all__ = [
     "Regex",
     "Repetition",
     "RubricJudge",
+    "ToolCallMatch",
     "ToolUse",
 ]

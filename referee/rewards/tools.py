@@ -1,0 +1,263 @@
+"""`tool_call_match`: the calls an agent made against the expected calls, as BFCL's AST checker
+judges them (Python semantics).
+
+The reference takes BFCL's possible-answer shape, one entry per expected call, each argument
+with its list of acceptable values (``""`` among them marks an optional argument that may be
+left out)::
+
+    [{"calculate_triangle_area": {"base": [10], "height": [5], "unit": ["units", ""]}}]
+
+(or BFCL's whole answer row, ``{"ground_truth": [...]}``). The function definitions travel
+with the rollout in ``metadata.tools`` (OpenAI shape) or ``metadata.function`` (BFCL's list);
+they give each argument's type and the required arguments.
+
+A call matches an expected one when the function name is the same, every required argument is
+there, no argument is unknown to the definition or to the answer, each value has the declared
+type (an int is accepted for a float; a value of the answer's type stands for a variable) and is
+among the acceptable values (strings compared after BFCL's standardisation: case, spaces and
+``,./-_*^`` ignored; lists, dicts and lists of dicts compared element by element), and every
+argument left out is optional. With ``order: any`` (BFCL's parallel checker) each expected call
+takes the first unmatched call that matches it; with ``order: strict`` the i-th call must match
+the i-th expected one. The number of calls must equal the number expected.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+from referee.errors import NotApplicable
+from referee.registry import register
+from referee.reward import CheckReward
+from referee.rollout import Rollout
+from referee.score import Score
+from referee.trajectory import trajectory
+
+__all__ = ["ToolCallMatch", "check_call"]
+
+_PY_TYPES: dict[str, type] = {
+    "string": str, "integer": int, "float": float, "boolean": bool, "array": list,
+    "tuple": list, "dict": dict, "any": str,
+}  # fmt: skip
+# JSON Schema type names (OpenAI tool definitions) as BFCL's.
+_FROM_JSON_SCHEMA = {"object": "dict", "number": "float", "integer": "integer",
+                     "string": "string", "boolean": "boolean", "array": "array"}  # fmt: skip
+_STANDARDIZE = re.compile(r"[ ,./\-_*^]")
+
+
+def _standardize(text: str) -> str:
+    return _STANDARDIZE.sub("", text).lower().replace("'", '"')
+
+
+def _type_name(details: Mapping[str, Any]) -> str:
+    kind = details.get("type", "any")
+    if isinstance(kind, list):  # ["string", "null"]: the first non-null
+        kind = next((k for k in kind if k != "null"), "any")
+    return _FROM_JSON_SCHEMA.get(kind, kind) if isinstance(kind, str) else "any"
+
+
+def _answer_type(acceptable: Sequence[Any]) -> type | None:
+    return next((type(a) for a in acceptable if a != ""), None)
+
+
+def _type_ok(
+    value: Any, acceptable: Sequence[Any], expected: type, nested: type | None
+) -> tuple[bool, bool]:
+    """(valid, is_variable), as BFCL's type_checker: one level of nesting for arrays; a value
+    of the answer's own type (a string where a number is declared) stands for a variable."""
+    answer_type = _answer_type(acceptable)
+    is_variable = answer_type is not None and answer_type is not expected
+    if type(value) is expected:
+        if nested is None:
+            return True, is_variable
+        for option in acceptable:
+            if type(option) is not list:
+                return True, is_variable
+            items = cast(list[Any], value)
+            if all(_type_ok(item, option, nested, None)[0] for item in items):
+                return True, is_variable
+        return False, is_variable
+    if answer_type is not None and type(value) is answer_type:
+        return True, True
+    return False, is_variable
+
+
+def _std(value: Any) -> Any:
+    return _standardize(value) if type(value) is str else value
+
+
+def _dict_ok(value: Mapping[str, Any], acceptable: Sequence[Any]) -> bool:
+    for option in acceptable:
+        if option == "" or not isinstance(option, Mapping):
+            continue
+        if all(k in option and _std(v) in [_std(a) for a in option[k]] for k, v in value.items()) \
+                and all(k in value or "" in opts for k, opts in option.items()):  # fmt: skip
+            return True
+    return False
+
+
+def _list_dict_ok(value: Sequence[Any], acceptable: Sequence[Any]) -> bool:
+    for option in acceptable:
+        if (
+            isinstance(option, list)
+            and len(option) == len(value)
+            and all(
+                isinstance(v, Mapping) and _dict_ok(v, [o])
+                for v, o in zip(value, option, strict=True)
+            )
+        ):
+            return True
+    return False
+
+
+def check_call(
+    definition: Mapping[str, Any], call: Mapping[str, Mapping[str, Any]],
+    expected: Mapping[str, Mapping[str, Sequence[Any]]],
+) -> str | None:  # fmt: skip
+    """None when `call` ({name: arguments}) matches `expected` ({name: {arg: acceptable}}) under
+    `definition` (the function's definition), else why not."""
+    name, answers = next(iter(expected.items()))
+    if name not in call:
+        return f"function {name!r} not called"
+    arguments = call[name]
+    parameters = definition.get("parameters") or {}
+    details_all = parameters.get("properties") or {}
+    for param in parameters.get("required") or []:
+        if param not in arguments:
+            return f"{name}: missing required argument {param!r}"
+    for param, value in arguments.items():
+        if param not in details_all or param not in answers:
+            return f"{name}: unexpected argument {param!r}"
+        details = details_all[param]
+        kind = _type_name(details)
+        expected_type = _PY_TYPES.get(kind, str)
+        nested = None
+        if kind in ("array", "tuple"):
+            nested = _PY_TYPES.get(_type_name(details.get("items") or {}), str)
+        if kind == "tuple" and type(value) is tuple:
+            value = list(value)
+        if kind == "float" and type(value) is int:
+            value = float(value)
+        acceptable = answers[param]
+        ok, is_variable = _type_ok(value, acceptable, expected_type, nested)
+        if not ok:
+            return f"{name}: {param!r} has type {type(value).__name__}, expected {kind}"
+        if not is_variable:
+            if expected_type is dict:
+                if not _dict_ok(value, acceptable):
+                    return f"{name}: {param!r} = {value!r} is not an accepted value"
+                continue
+            if expected_type is list and nested is dict:
+                if not _list_dict_ok(value, acceptable):
+                    return f"{name}: {param!r} = {value!r} is not an accepted value"
+                continue
+            if expected_type is str:
+                if _standardize(value) not in [_standardize(a) for a in acceptable
+                                               if type(a) is str]:  # fmt: skip
+                    return f"{name}: {param!r} = {value!r} is not one of {list(acceptable)}"
+                continue
+            if expected_type is list:
+                std_value = [_std(v) for v in value]
+                # As BFCL: every acceptable value is iterated (so "" accepts an empty list).
+                options = [[_std(v) for v in a] for a in acceptable if isinstance(a, (list, str))]
+                if std_value not in options:
+                    return f"{name}: {param!r} = {value!r} is not one of {list(acceptable)}"
+                continue
+        if value not in acceptable:
+            return f"{name}: {param!r} = {value!r} is not one of {list(acceptable)}"
+    for param, acceptable in answers.items():
+        if param not in arguments and "" not in acceptable:
+            return f"{name}: argument {param!r} left out but not optional"
+    return None
+
+
+def _definitions(rollout: Rollout) -> dict[str, Mapping[str, Any]]:
+    meta = rollout.metadata
+    tools = meta.get("tools") if meta.get("tools") is not None else meta.get("function")
+    out: dict[str, Mapping[str, Any]] = {}
+    for tool in tools if isinstance(tools, list) else []:
+        if not isinstance(tool, Mapping):
+            continue
+        inner = tool.get("function")
+        spec: Mapping[str, Any] = inner if isinstance(inner, Mapping) else tool
+        if isinstance(spec.get("name"), str):
+            out[spec["name"]] = spec
+    return out
+
+
+def _expected(reference: Any) -> list[Mapping[str, Mapping[str, Sequence[Any]]]]:
+    if isinstance(reference, Mapping) and "ground_truth" in reference:
+        reference = reference["ground_truth"]
+    if isinstance(reference, Mapping):
+        reference = [{k: v} for k, v in reference.items()]
+    if not isinstance(reference, list) or not all(
+        isinstance(e, Mapping) and len(e) == 1 and isinstance(next(iter(e.values())), Mapping)
+        for e in reference
+    ):
+        raise NotApplicable(
+            "tool_call_match needs BFCL's possible-answer shape: "
+            '[{"function": {"arg": [acceptable, ...]}}, ...]'
+        )
+    return reference
+
+
+@register("tool_call_match")
+@dataclass(kw_only=True)
+class ToolCallMatch(CheckReward):
+    """The calls made against the expected calls (see the module docstring).
+
+    Attributes:
+        order: ``any`` (each expected call takes the first matching call) or ``strict``.
+        scoring: ``all`` (1 when every expected call is matched and there are no others, as
+            BFCL's verdict) or ``fraction`` (the share of expected calls matched, counting any
+            call beyond them as an unmatched expected one).
+    """
+
+    order: Literal["any", "strict"] = "any"
+    scoring: Literal["all", "fraction"] = "all"
+    name: str = "tool_call_match"
+
+    def check(self, rollout: Rollout) -> Score:
+        expected = _expected(rollout.reference)
+        definitions = _definitions(rollout)
+        calls = []
+        for c in trajectory(rollout).calls:
+            if c.arguments is None:
+                calls.append({c.name: {"__invalid__": c.raw_arguments}})
+            else:
+                calls.append({c.name: c.arguments})
+        missing_defs = [n for e in expected for n in e if n not in definitions]
+        if missing_defs:
+            raise NotApplicable(
+                f"no definition for {missing_defs}: put the tools in metadata.tools (OpenAI "
+                "shape) or metadata.function (BFCL's list)"
+            )
+        matched: list[int] = []
+        notes: list[str] = []
+        for i, exp in enumerate(expected):
+            name = next(iter(exp))
+            candidates = [i] if self.order == "strict" else range(len(calls))
+            why = "no call left to match"
+            for j in candidates:
+                if j in matched or j >= len(calls):
+                    continue
+                why = check_call(definitions[name], calls[j], exp) or ""
+                if not why:
+                    matched.append(j)
+                    break
+            else:
+                notes.append(f"expected call {i + 1} ({name}): {why}")
+        extra = len(calls) - len(matched)
+        if len(calls) != len(expected):
+            notes.insert(0, f"{len(calls)} calls made, {len(expected)} expected")
+        if self.scoring == "all":
+            value = 1.0 if not notes else 0.0
+        else:
+            value = len(matched) / (len(expected) + max(0, extra))
+        return Score(
+            value=value,
+            components={"matched": float(len(matched)), "expected": float(len(expected))},
+            reason="; ".join(notes[:5]) or f"all {len(expected)} calls match",
+        )
