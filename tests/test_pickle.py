@@ -49,6 +49,7 @@ OPTIONS: dict[str, dict[str, Any]] = {
         "fold": "discounted",
         "gamma": 0.9,
     },
+    "retrieval": {"metric": "ndcg", "k": 5, "tools": ["search"]},
     "tool_call_match": {"order": "strict", "scoring": "fraction"},
     "final_answer": {"reward": {"type": "math_answer", "pattern": r"<answer>(.*?)</answer>"}},
 }

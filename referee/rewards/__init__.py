@@ -8,6 +8,7 @@ from referee.rewards.judge import ChecklistJudge, PairwiseJudge, ReferenceJudge,
 from referee.rewards.length import Length, Repetition
 from referee.rewards.math import MathAnswer
 from referee.rewards.ranking import GroupRank
+from referee.rewards.retrieval import Retrieval
 from referee.rewards.text import Contains, ExactMatch, Format, Regex
 from referee.rewards.tools import ToolCallMatch
 
@@ -31,6 +32,7 @@ __all__ = [
     "ReferenceJudge",
     "Regex",
     "Repetition",
+    "Retrieval",
     "RubricJudge",
     "ToolCallMatch",
     "ToolUse",
