@@ -215,14 +215,46 @@ class Combined(_RewardBase):
             headline = "no component gave a value"
         if headline is not None:
             detail = f"{headline} ({detail})" if detail else headline
+        steps = self._steps(per, stop)
         return Score(
             value=result,
             components=components,
             reason=detail,
             failure=failure,
             skipped=skipped,
+            steps=steps,
             cost=cost,
         )
+
+    def _steps(
+        self, per: dict[str, Score], stop: tuple[Component, Score] | None
+    ) -> tuple[float, ...] | None:
+        """Per-step values of the components that give them, combined step by step as the
+        totals are (a cascade takes the deciding component's); None when no component gives
+        steps or their counts differ (then they cannot be aligned)."""
+        stepped = [(c, per[c.name].steps) for c in self.components
+                   if c.name in per and per[c.name].steps is not None]  # fmt: skip
+        if not stepped:
+            return None
+        if self.mode == "cascade":
+            return stop[1].steps if stop is not None else stepped[-1][1]
+        lengths = {len(st) for _, st in stepped if st is not None}
+        if len(lengths) != 1:
+            return None
+        columns = list(zip(*(st for _, st in stepped if st is not None), strict=True))
+        weights = [c.weight for c, _ in stepped]
+        if self.mode == "weighted":
+            return tuple(sum(w * v for w, v in zip(weights, col, strict=True)) for col in columns)
+        if self.mode == "mean":
+            total = sum(weights) or 1.0
+            return tuple(
+                sum(w * v for w, v in zip(weights, col, strict=True)) / total for col in columns
+            )
+        if self.mode == "min":
+            return tuple(min(col) for col in columns)
+        if self.mode == "max":
+            return tuple(max(col) for col in columns)
+        return tuple(math.prod(col) for col in columns)
 
     def _combine(self, total: float, present: float, values: list[float]) -> float:
         mode = self.mode
@@ -283,16 +315,27 @@ class Transform(_RewardBase):
             value = self.low
         if self.high is not None and value > self.high:
             value = self.high
+        steps = None
+        if s.steps is not None:
+            steps = tuple(self._clip(v * self.scale + self.offset) for v in s.steps)
         return Score(
             value=value,
             components=s.components,
             reason=s.reason,
             failure=s.failure,
             skipped=s.skipped,
-            steps=s.steps,
+            steps=steps,
             cost=s.cost,
             latency=s.latency,
+            tokens=s.tokens,
         )
+
+    def _clip(self, value: float) -> float:
+        if self.low is not None and value < self.low:
+            return self.low
+        if self.high is not None and value > self.high:
+            return self.high
+        return value
 
     async def score(self, rollout: Rollout) -> Score:
         return self._apply(await self.reward.score(rollout))

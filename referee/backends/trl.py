@@ -26,6 +26,12 @@ A rollout that gets no score reaches TRL as None, which TRL turns into NaN and m
 the group mean. Components and failures are logged through TRL's ``log_metric`` as
 ``referee/<component>/mean`` and ``referee/failures`` (the share of the batch that failed,
 and ``referee/failures/<type>`` per failure type).
+
+Dense rewards: TRL's GRPO optimises one value per completion, so a reward with per-step
+values (``Score.steps``) reaches TRL as its folded total (the reward's ``fold``: sum, mean,
+last or discounted). The steps themselves are logged (``referee/steps/mean``, the completions
+table's ``referee_steps`` column) but TRL cannot assign credit to individual turns; verl's
+per-turn reward manager can.
 """
 
 from __future__ import annotations
@@ -269,6 +275,11 @@ class _Scorer:
             log_metric("referee/failures", sum(failures.values()) / n)
             for kind, count in sorted(failures.items()):
                 log_metric(f"referee/failures/{kind}", count / n)
+            step_values = [v for s in scores if s.steps for v in s.steps]
+            if step_values:
+                # GRPO takes one value per completion (the folded total); the steps are logged.
+                log_metric("referee/steps/mean", sum(step_values) / len(step_values))
+                log_metric("referee/steps/per_completion", len(step_values) / n)
         if log_extra is not None:
             log_extra(
                 "referee_failure",
@@ -277,6 +288,7 @@ class _Scorer:
                     for s in scores
                 ],
             )
+            log_extra("referee_steps", [None if s.steps is None else list(s.steps) for s in scores])
 
 
 class TRLRewardFunction:

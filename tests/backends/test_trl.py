@@ -297,3 +297,15 @@ def test_group_rewards_see_groups_that_span_processes() -> None:
     # Alone, rank 0 would see "aaa" as the longest A; with the whole group, "aaaa" (rank 1) is.
     assert results[0] == [0.0, 1.0, 0.0, 0.0]
     assert results[1] == [0.0, 0.0, 1.0, 0.0]
+
+
+def test_dense_rewards_reach_trl_folded_and_their_steps_are_logged() -> None:
+    from tests.rewards.test_agent import stepped
+
+    [fn] = reward_funcs(stepped(1.0, 0.0, 0.5))
+    log = Metrics()
+    values = call(fn, ["p"], ["x"], log_metric=log.log_metric, log_extra=log.log_extra)
+    assert values == [0.5]  # the folded total
+    assert log.metrics["referee/steps/mean"] == [0.5]
+    assert log.metrics["referee/steps/per_completion"] == [3.0]
+    assert log.extra["referee_steps"] == [[1.0, 0.0, 0.5]]

@@ -89,3 +89,34 @@ def test_final_answer_applies_any_reward_to_the_last_assistant_text() -> None:
 def test_final_answer_needs_a_reward() -> None:
     with pytest.raises(referee.SpecError):
         referee.load({"type": "final_answer", "reward": 3})
+
+
+def stepped(*values: float, name: str = "s") -> referee.Reward:
+    @referee.reward(name=name)
+    def fixed(rollout: Rollout) -> referee.Score:
+        return referee.Score(value=sum(values) / len(values), steps=values)
+
+    return fixed
+
+
+def test_combinations_keep_steps_aligned() -> None:
+    a, b = stepped(1.0, 0.0, 1.0, name="a"), stepped(0.5, 0.5, 0.0, name="b")
+    rollout = [Rollout(completion="x")]
+    [w] = referee.score(referee.weighted({"a": (a, 0.6), "b": (b, 0.4)}), rollout)
+    assert w.steps == pytest.approx((0.8, 0.2, 0.6))
+    [m] = referee.score(referee.minimum({"a": a, "b": b}), rollout)
+    assert m.steps == (0.5, 0.0, 0.0)
+    plain = stepped(1.0, name="plain")  # one step only: counts differ, steps cannot align
+    [n] = referee.score(referee.weighted({"a": a, "plain": plain}), rollout)
+    assert n.steps is None and n.value is not None
+    [c] = referee.score(referee.clip(referee.scale(a, 2.0), -1.0, 1.5), rollout)
+    assert c.steps == (1.5, 0.0, 1.5)
+
+
+def test_a_transform_keeps_judge_tokens() -> None:
+    @referee.reward
+    def judged(rollout: Rollout) -> referee.Score:
+        return referee.Score(value=0.5, tokens=60, cost=0.01)
+
+    [s] = referee.score(referee.scale(judged, 2.0), [Rollout(completion="x")])
+    assert s.value == 1.0 and s.tokens == 60 and s.cost == 0.01
