@@ -311,3 +311,50 @@ def test_group_collector_late_copies_stragglers_and_timeouts(
     assert straggler == [0.5]  # alone: nothing to rank against
     assert partial == [0.0, 1.0]  # scored with what arrived, after the timeout
     assert "group h scored with 2 of 3 members" in caplog.text
+
+
+# --- several turns in one response: per-turn rewards at each turn's last token ---------------
+
+
+def test_per_turn_rewards_sit_at_the_end_of_each_turn(spec_path: str) -> None:
+    tok = tiny.tokenizer()
+    pad = tok.pad_token_id
+    parameters = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
+    tools = [{"type": "function", "function": {"name": "lookup", "parameters": parameters}}]
+    turn1 = 'Let me look.<tool_call>{"name": "lookup", "arguments": {"q": "x"}}</tool_call>'
+    tool_out = "Error: service down"
+    turn2 = "It is 4."
+    segments = [(turn1, 1), (tool_out, 0), (turn2, 1)]
+    prompt = tok("Find x.", add_special_tokens=False).input_ids
+    response: list[int] = []
+    mask: list[int] = []
+    for text, generated in segments:
+        ids = tok(text, add_special_tokens=False).input_ids
+        response += ids
+        mask += [generated] * len(ids)
+    width = len(response) + 5
+    tensors = {
+        "prompts": torch.tensor([prompt]),
+        "responses": torch.tensor([response + [pad] * 5]),
+        "response_mask": torch.tensor([mask + [0] * 5]),
+        "attention_mask": torch.tensor([[1] * len(prompt) + [1] * len(response) + [0] * 5]),
+    }
+    tensors["input_ids"] = torch.cat([tensors["prompts"], tensors["responses"]], dim=1)
+    non_tensors = {
+        "data_source": np.array(["agent"], dtype=object),
+        "reward_model": np.array([{"ground_truth": "4"}], dtype=object),
+        "extra_info": np.array([{"index": 0, "tools": tools}], dtype=object),
+    }
+    batch = DataProto.from_dict(tensors=tensors, non_tensors=non_tensors)
+    manager = rv.RefereeRewardManager(tok, spec={"type": "tool_use"}, per_turn=True)
+    out = manager(batch, return_dict=True)
+    row = out["reward_tensor"][0]
+    end1 = len(tok(turn1, add_special_tokens=False).input_ids) - 1
+    end2 = len(response) - 1
+    assert row[end1].item() == 0.5  # the call got an error back
+    assert row[end2].item() == 1.0  # the answer turn
+    assert row.count_nonzero().item() == 2 and row.shape[0] == width
+    assert out["reward_extra_info"]["score"] == [0.75]  # the folded total (mean), for logging
+    # Without per_turn, the total sits at the last token only.
+    flat = rv.RefereeRewardManager(tok, spec={"type": "tool_use"})(batch)
+    assert flat[0].count_nonzero().item() == 1 and flat[0, end2].item() == 1.0
