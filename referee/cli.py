@@ -258,6 +258,7 @@ def _report_row(scored: dict[str, Any], chars: int | None, label: float | None) 
     failure = scored.get("failure") or {}
     return ReportRow(
         value=scored.get("reward"),
+        steps=scored.get("steps"),
         components=scored.get("components") or {},
         failure=failure.get("type"),
         group=scored.get("group"),
@@ -382,6 +383,13 @@ def _print_report(console: Console, result: dict[str, Any]) -> None:
             f"agreement with human preferences ({prefs['key']}): pairwise accuracy "
             f"{_fmt(acc['value'])} [{_fmt(acc['ci_low'])}, {_fmt(acc['ci_high'])}] over "
             f"{acc['n']} pairs in {prefs['groups']} groups"
+        )
+    steps = result.get("steps")
+    if steps:
+        means = ", ".join(f"{_fmt(p['mean'])}" for p in steps["by_position"][:10])
+        console.print(
+            f"per-step rewards on {steps['rollouts']} trajectories "
+            f"({_fmt(steps['mean_steps'])} steps each): mean by step {means}"
         )
     det = result.get("determinism")
     if det:

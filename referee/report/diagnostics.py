@@ -56,6 +56,7 @@ class ReportRow:
     chars: int | None = None
     label: float | None = None
     preferred: bool | None = None
+    steps: Sequence[float] | None = None
     cost: float | None = None
     latency: float | None = None
     tokens: int | None = None
@@ -178,6 +179,38 @@ def _preferences(rows: Sequence[ReportRow], key: str) -> dict[str, Any] | None:
     return {"key": key, "groups": len(per_group), "pairwise_accuracy": estimate.to_dict()}
 
 
+MAX_STEP_POSITIONS = 50
+
+
+def _steps(rows: Sequence[ReportRow]) -> dict[str, Any] | None:
+    """Where in trajectories rewards are earned or lost: per-step values by position."""
+    stepped = [r.steps for r in rows if r.steps]
+    if not stepped:
+        return None
+    by_position: list[list[float]] = []
+    for steps in stepped:
+        for t, value in enumerate(steps[:MAX_STEP_POSITIONS]):
+            if t == len(by_position):
+                by_position.append([])
+            by_position[t].append(value)
+    flat = [v for steps in stepped for v in steps]
+    return {
+        "rollouts": len(stepped),
+        "mean_steps": len(flat) / len(stepped),
+        "by_position": [
+            {
+                "step": t,
+                "count": len(values),
+                "mean": sum(values) / len(values),
+                "min": min(values),
+                "max": max(values),
+            }
+            for t, values in enumerate(by_position)
+        ],
+        "histogram": [list(b) for b in histogram(flat)],
+    }
+
+
 def _determinism(repeats: Sequence[Sequence[float | None]], threshold: float) -> dict[str, Any]:
     n = len(repeats[0])
     changed = flipped = 0
@@ -243,6 +276,7 @@ def build_report(
         "length": _length(kept),
         "agreement": None if label is None else _agreement(kept, label, threshold),
         "preferences": None if preference is None else _preferences(kept, preference),
+        "steps": _steps(kept),
         "determinism": None
         if not repeats or len(repeats) < 2
         else _determinism(repeats, threshold),

@@ -113,6 +113,41 @@ def scatter(points: Sequence[Sequence[float]], title: str, xlabel: str, ylabel: 
     return "".join(parts)
 
 
+def means_chart(points: Sequence[tuple[int, float, int]], title: str, width: int = 420,
+                height: int = 170) -> str:  # fmt: skip
+    """Bars of a mean per position (step, mean, count), zero line included."""
+    if not points:
+        return ""
+    pad_l, pad_b, pad_t = 40, 26, 18
+    plot_w, plot_h = width - pad_l - 8, height - pad_b - pad_t
+    lo = min(0.0, min(p[1] for p in points))
+    hi = max(0.0, max(p[1] for p in points))
+    span = (hi - lo) or 1.0
+    bar_w = plot_w / len(points)
+    zero = pad_t + plot_h * (hi - 0.0) / span
+    parts = [f'<svg role="img" aria-label="{escape(title)}" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}">',
+             f'<text x="{pad_l}" y="13" font-size="12">{escape(title)}</text>']  # fmt: skip
+    for i, (step, mean, count) in enumerate(points):
+        y = pad_t + plot_h * (hi - max(mean, 0.0)) / span
+        h = plot_h * abs(mean) / span
+        parts.append(
+            f'<rect x="{pad_l + i * bar_w:.1f}" y="{y:.1f}" width="{max(bar_w - 1, 1):.1f}" '
+            f'height="{h:.1f}" fill="#4f7cac"><title>step {step}: mean {_fmt(mean)} over '
+            f"{count}</title></rect>"
+        )
+    parts += [
+        f'<line x1="{pad_l}" y1="{zero:.1f}" x2="{width - 8}" y2="{zero:.1f}" stroke="#999"/>',
+        f'<text x="{pad_l - 4}" y="{pad_t + 8}" font-size="11" text-anchor="end">{_fmt(hi, 3)}'
+        "</text>",
+        f'<text x="{pad_l - 4}" y="{pad_t + plot_h}" font-size="11" text-anchor="end">'
+        f"{_fmt(lo, 3)}</text>",
+        f'<text x="{pad_l}" y="{height - 8}" font-size="11">step 0</text>',
+        "</svg>",
+    ]
+    return "".join(parts)
+
+
 def _card(title: str, value: str, extra: str = "") -> str:
     return f'<div class="card">{escape(title)}<b>{value}</b>{extra}</div>'
 
@@ -212,6 +247,19 @@ def render_html(report: dict[str, Any], title: str = "referee report") -> str:
             if key in agreement:
                 out.append(f"<tr><td>{key}</td><td>{_estimate(agreement[key])}</td></tr>")
         out.append(f"</table><p class='muted'>{agreement['n']} labelled rollouts.</p>")
+
+    steps = report.get("steps")
+    if steps:
+        positions = steps["by_position"]
+        out.append(
+            f"<h2>Per-step rewards</h2><p>{steps['rollouts']} trajectories, "
+            f"{_fmt(steps['mean_steps'], 3)} steps each on average. Mean reward by step "
+            "(where in the trajectory reward is earned or lost):</p><div class='plots'>"
+        )
+        out.append(means_chart([(p["step"], p["mean"], p["count"]) for p in positions],
+                               "mean reward by step"))  # fmt: skip
+        out.append(bar_chart(steps["histogram"], "step values"))
+        out.append("</div>")
 
     prefs = report.get("preferences")
     if prefs:

@@ -175,3 +175,32 @@ def test_report_command_reads_preferences_from_metadata(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     assert "pairwise accuracy 1" in run.stdout
     assert json.loads(data.read_text())["preferences"]["key"] == "chosen"
+
+
+def test_per_step_rewards_by_position() -> None:
+    rows = [ReportRow(0.5, steps=[1.0, 0.0]), ReportRow(0.7, steps=[1.0, 0.5, 0.6]),
+            ReportRow(1.0)]  # fmt: skip
+    steps = build_report(rows)["steps"]
+    assert steps["rollouts"] == 2 and steps["mean_steps"] == 2.5
+    assert [(p["step"], p["count"], p["mean"]) for p in steps["by_position"]] == [
+        (0, 2, 1.0), (1, 2, 0.25), (2, 1, 0.6)
+    ]  # fmt: skip
+    assert "Per-step rewards" in render_html(build_report(rows))
+
+
+def test_steps_flow_from_score_through_report(tmp_path: Path) -> None:
+    tools = [{"name": "f", "parameters": {"type": "dict", "properties": {}}}]
+    call = {"type": "function", "function": {"name": "f", "arguments": "{}"}}
+    turn = {"role": "assistant", "content": "", "tool_calls": [call]}
+    rows = [{"id": str(i), "completion": [turn, {"role": "tool", "content": "ok"},
+                                          {"role": "assistant", "content": "done"}],
+             "metadata": {"tools": tools}} for i in range(3)]  # fmt: skip
+    rollouts = tmp_path / "agents.jsonl"
+    rollouts.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("type: tool_use\n")
+    scored = tmp_path / "scored.jsonl"
+    assert cli("score", str(rollouts), "--spec", str(spec), "-o", str(scored), "-q").returncode == 0
+    assert json.loads(scored.read_text().splitlines()[0])["steps"] == [1.0, 1.0]
+    run = cli("report", str(scored))
+    assert run.returncode == 0 and "per-step rewards on 3 trajectories" in run.stdout
