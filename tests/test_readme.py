@@ -18,7 +18,10 @@ def test_python_example_runs(capsys) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_spec_examples_load(tmp_path: Path) -> None:
-    extraction, code = re.findall(r"```yaml\n(.*?)```", README.read_text(), re.DOTALL)
+    extraction, agent, code = re.findall(r"```yaml\n(.*?)```", README.read_text(), re.DOTALL)
+    (tmp_path / "agent.yaml").write_text(agent)
+    agent_reward = referee.load(tmp_path / "agent.yaml")
+    assert [c.name for c in agent_reward.components] == ["process", "calls", "answer"]  # type: ignore[attr-defined]
     (tmp_path / "release.schema.json").write_text('{"type": "object"}')
     (tmp_path / "extraction.yaml").write_text(extraction)
     reward = referee.load(tmp_path / "extraction.yaml")

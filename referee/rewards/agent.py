@@ -108,27 +108,41 @@ class ToolUse(CheckReward):
     name: str = "tool_use"
 
     def __post_init__(self) -> None:
-        self._fixed = tool_schemas(self.tools) if self.tools is not None else None
-        self._compiled: dict[str, CompiledSchema | None] = {}
+        self._fixed = self._toolset(self.tools) if self.tools is not None else None
+        self._toolsets: dict[str, dict[str, CompiledSchema | None]] = {}
 
-    def _schema(self, schema: Any) -> CompiledSchema | None:
-        key = json.dumps(schema, sort_keys=True, default=str)
-        if key not in self._compiled:
+    @staticmethod
+    def _toolset(tools: Sequence[Mapping[str, Any]]) -> dict[str, CompiledSchema | None]:
+        """Tool name -> its compiled argument schema (None: a broken schema, not checked)."""
+        out: dict[str, CompiledSchema | None] = {}
+        for name, schema in tool_schemas(tools).items():
             try:
-                self._compiled[key] = compile_schema(schema)
+                out[name] = compile_schema(schema)
             except Exception:
-                self._compiled[key] = None  # a tool with a broken schema: arguments unchecked
-        return self._compiled[key]
+                out[name] = None
+        return out
 
-    def _call_value(self, call: Call, schemas: Mapping[str, Any], seen: set[str],
-                    notes: list[str]) -> float:  # fmt: skip
+    def _tools_of(self, tools: Sequence[Mapping[str, Any]]) -> dict[str, CompiledSchema | None]:
+        # Rollouts of one task carry the same definitions: translated and compiled once. repr
+        # is the key (several times cheaper than canonical JSON; a reordered copy of the same
+        # definitions merely takes a second entry).
+        key = repr(tools)
+        toolset = self._toolsets.get(key)
+        if toolset is None:
+            if len(self._toolsets) > 1024:
+                self._toolsets.clear()
+            toolset = self._toolsets[key] = self._toolset(tools)
+        return toolset
+
+    def _call_value(self, call: Call, schemas: Mapping[str, CompiledSchema | None],
+                    seen: set[str], notes: list[str]) -> float:  # fmt: skip
         if call.name not in schemas:
             notes.append(f"step {call.step}: unknown tool {call.name!r}")
             return self.unknown_tool
         if call.arguments is None:
             notes.append(f"step {call.step}: {call.name}: {call.argument_error}")
             return self.invalid_arguments
-        compiled = self._schema(schemas[call.name])
+        compiled = schemas[call.name]
         error = None if compiled is None else first_error(compiled, call.arguments)
         if error is not None:
             notes.append(f"step {call.step}: {call.name} arguments {error}")
@@ -146,7 +160,7 @@ class ToolUse(CheckReward):
 
     def check(self, rollout: Rollout) -> Score:
         traj = trajectory(rollout)
-        schemas = self._fixed if self._fixed is not None else tool_schemas(traj.tools)
+        schemas = self._fixed if self._fixed is not None else self._tools_of(traj.tools)
         if not schemas and traj.calls:
             raise NotApplicable(
                 "tool_use needs the tool definitions: metadata.tools on the rollout, or tools "

@@ -31,6 +31,7 @@ from typing import Any, Literal, cast
 from referee.errors import NotApplicable
 from referee.registry import register
 from referee.reward import CheckReward
+from referee.rewards._common import reference_of
 from referee.rollout import Rollout
 from referee.score import Score
 from referee.trajectory import trajectory
@@ -213,14 +214,16 @@ class ToolCallMatch(CheckReward):
         scoring: ``all`` (1 when every expected call is matched and there are no others, as
             BFCL's verdict) or ``fraction`` (the share of expected calls matched, counting any
             call beyond them as an unmatched expected one).
+        reference_key: Take the expected calls from this key of an object reference.
     """
 
     order: Literal["any", "strict"] = "any"
     scoring: Literal["all", "fraction"] = "all"
+    reference_key: str | None = None
     name: str = "tool_call_match"
 
     def check(self, rollout: Rollout) -> Score:
-        expected = _expected(rollout.reference)
+        expected = _expected(reference_of(rollout, self.reference_key))
         definitions = _definitions(rollout)
         calls = []
         for c in trajectory(rollout).calls:
@@ -236,9 +239,14 @@ class ToolCallMatch(CheckReward):
             )
         matched: list[int] = []
         notes: list[str] = []
+        by_name: dict[str, list[int]] = {}
+        for j, call in enumerate(calls):
+            by_name.setdefault(next(iter(call)), []).append(j)
         for i, exp in enumerate(expected):
             name = next(iter(exp))
-            candidates = [i] if self.order == "strict" else range(len(calls))
+            # A call to another function cannot match: only same-named calls are tried, in
+            # order, which is the order BFCL's checker would find the first match in.
+            candidates = [i] if self.order == "strict" else by_name.get(name, [])
             why = "no call left to match"
             for j in candidates:
                 if j in matched or j >= len(calls):
