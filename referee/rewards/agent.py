@@ -62,11 +62,13 @@ def tool_schemas(tools: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _is_error(result: str | None, markers: Sequence[str]) -> bool:
+def _is_error(result: str | None, markers: tuple[str, ...]) -> bool:
+    """Whether a tool result reports an error: text starting with one of `markers` (lower
+    case), or a JSON object with a truthy ``error``."""
     if result is None:
         return False
-    text = result.strip()
-    if text.lower().startswith(tuple(m.lower() for m in markers)):
+    text = result.lstrip()
+    if text[:32].lower().startswith(markers):
         return True
     if text.startswith("{"):
         try:
@@ -110,6 +112,7 @@ class ToolUse(CheckReward):
     def __post_init__(self) -> None:
         self._fixed = self._toolset(self.tools) if self.tools is not None else None
         self._toolsets: dict[str, dict[str, CompiledSchema | None]] = {}
+        self._markers = tuple(m.lower() for m in self.error_markers)
 
     @staticmethod
     def _toolset(tools: Sequence[Mapping[str, Any]]) -> dict[str, CompiledSchema | None]:
@@ -148,7 +151,7 @@ class ToolUse(CheckReward):
             notes.append(f"step {call.step}: {call.name} arguments {error}")
             return self.invalid_arguments
         value = 1.0
-        if _is_error(call.result, self.error_markers):
+        if _is_error(call.result, self._markers):
             notes.append(f"step {call.step}: {call.name} returned an error")
             value = self.tool_error
         key = call.name + json.dumps(call.arguments, sort_keys=True, default=str)
