@@ -21,7 +21,7 @@ from typing import Any
 
 from referee.rollout import Message, Rollout
 
-__all__ = ["Call", "Step", "Trajectory", "trajectory"]
+__all__ = ["Call", "Step", "Trajectory", "trajectory", "transcript"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,3 +145,20 @@ def trajectory(rollout: Rollout) -> Trajectory:
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
     return parsed
+
+
+def transcript(rollout: Rollout) -> str:
+    """The completion as a judge should read it: the text itself, or for a trajectory every
+    assistant turn, the calls it made (name and arguments) and what each returned."""
+    if isinstance(rollout.completion, str):
+        return rollout.completion
+    lines: list[str] = []
+    for step in trajectory(rollout).steps:
+        lines.append(f"[assistant, turn {step.index + 1}] {step.text}".rstrip())
+        for call in step.calls:
+            arguments = call.raw_arguments if call.arguments is None else call.arguments
+            shown = arguments if isinstance(arguments, str) else json.dumps(arguments)
+            lines.append(f"[call] {call.name}({shown})")
+            if call.result is not None:
+                lines.append(f"[result of {call.name}] {call.result}")
+    return "\n".join(lines)

@@ -25,6 +25,7 @@ from referee.reward import AsyncReward
 from referee.rewards._common import clip_text
 from referee.rollout import Rollout
 from referee.score import Score
+from referee.trajectory import transcript
 
 __all__ = [
     "ChecklistJudge",
@@ -196,7 +197,7 @@ class RubricJudge(_JudgeReward):
             material.append(
                 ("REFERENCE ANSWER", self._reference(rollout, f"rubric {rubric.name!r}"))
             )
-        material.append(("RESPONSE", _text(rollout.completion_text)))
+        material.append(("RESPONSE", _text(transcript(rollout))))
         return self._messages("\n".join(lines), material, _RUBRIC_SHAPE)
 
     async def evaluate(self, rollout: Rollout) -> Score:
@@ -255,7 +256,7 @@ class ChecklistJudge(_JudgeReward):
         )
         material = [
             ("PROMPT", _text(rollout.prompt_text)),
-            ("RESPONSE", _text(rollout.completion_text)),
+            ("RESPONSE", _text(transcript(rollout))),
         ]
         shape = '{"items": [<true|false for each item, in order>], "reasoning": "<short>"}'
         verdicts = await self._ask(
@@ -300,7 +301,7 @@ class ReferenceJudge(_JudgeReward):
         material = [
             ("QUESTION", _text(rollout.prompt_text)),
             ("REFERENCE ANSWER", self._reference(rollout, "reference_judge")),
-            ("RESPONSE", _text(rollout.completion_text)),
+            ("RESPONSE", _text(transcript(rollout))),
         ]
         shape = '{"equivalent": <true|false>, "reasoning": "<short>"}'
         verdicts = await self._ask(
@@ -344,7 +345,7 @@ class PairwiseJudge(_JudgeReward):
     async def evaluate(self, rollout: Rollout) -> Score:
         question = _text(rollout.prompt_text)
         reference = self._reference(rollout, "pairwise_judge")
-        response = _text(rollout.completion_text)
+        response = _text(transcript(rollout))
         shape = '{"better": "A" | "B" | "tie", "reasoning": "<short>"}'
         orders = [(response, reference), (reference, response)]
         verdicts = await asyncio.gather(*(

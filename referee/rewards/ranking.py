@@ -29,6 +29,7 @@ from referee.reward import GroupRewardBase, RewardResult
 from referee.rewards.judge import _SYSTEM, _fenced, _JudgeOptions, _text, fence_for
 from referee.rollout import Rollout
 from referee.score import Score
+from referee.trajectory import transcript
 
 __all__ = ["GroupRank"]
 
@@ -128,7 +129,7 @@ class GroupRank(_JudgeOptions, GroupRewardBase):
         return [t / len(perms) for t in totals], sum(v.cost for v in verdicts), tokens
 
     async def evaluate_group(self, rollouts: Sequence[Rollout]) -> Sequence[RewardResult]:
-        texts = _strip_common_prefix([_text(r.completion_text) for r in rollouts])
+        texts = _strip_common_prefix([_text(transcript(r)) for r in rollouts])
         unique = list(dict.fromkeys(texts))
         if len(unique) == 1:
             return [Score(value=0.5, reason="all attempts identical: no call")] * len(rollouts)

@@ -276,3 +276,30 @@ def test_samples_are_aggregated(tmp_path: Path, aggregate: str, value: float) ->
 def test_pairwise_refuses_samples() -> None:
     with pytest.raises(referee.SpecError, match="samples must be 1"):
         referee.load({"type": "pairwise_judge", "model": "openai/x", "samples": 3})
+
+
+def test_a_judge_reads_the_whole_trajectory(tmp_path: Path) -> None:
+    shown: list[str] = []
+
+    def reader(request: dict[str, Any]) -> Reply:
+        system, user = (m["content"] for m in request["messages"][:2])
+        fence = re.search(r"<<([0-9a-f]{24})>>", system).group(1)  # type: ignore[union-attr]
+        shown.extend(re.findall(rf"RESPONSE:\n<<{fence}>>\n(.*?)\n<</{fence}>>", user, re.DOTALL))
+        kinds = re.findall(r"^- (\w+) \((integer|true/false)", user, re.MULTILINE)
+        criteria = {i: (4 if k == "integer" else True) for i, k in kinds}
+        return Reply(json.dumps({"criteria": criteria, "reasoning": "ok"}))
+
+    call = {"id": "1", "type": "function",
+            "function": {"name": "lookup", "arguments": '{"q": "capital of France"}'}}  # fmt: skip
+    trajectory = [
+        {"role": "assistant", "content": "Let me look it up.", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "1", "content": "Paris"},
+        {"role": "assistant", "content": "It is Paris."},
+    ]
+    rollout = referee.Rollout(prompt="Capital of France?", completion=trajectory)  # type: ignore[arg-type]
+    with FakeJudgeServer(reader) as server:
+        [s] = referee.score(reward(server, tmp_path, rubric="agent-trajectory"), [rollout])
+    assert s.value is not None
+    [text] = shown
+    assert "[call] lookup" in text and "capital of France" in text
+    assert "[result of lookup] Paris" in text and "It is Paris." in text
