@@ -402,10 +402,6 @@ def _print_report(console: Console, result: dict[str, Any]) -> None:
         console.print("failures: " + ", ".join(f"{k} {v}" for k, v in result["failures"].items()))
 
 
-def _scored_of(path: Path) -> list[dict[str, Any]]:
-    return list(_scored_rows(path))
-
-
 @main.command()
 @click.argument("a")
 @click.argument("b")
@@ -441,7 +437,7 @@ def compare(
                 sides.append(out)
             rows_a, rows_b = sides
         else:
-            rows_a, rows_b = _scored_of(Path(a)), _scored_of(Path(b))
+            rows_a, rows_b = list(_scored_rows(Path(a))), list(_scored_rows(Path(b)))
     except RefereeError as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -49,10 +48,6 @@ def top_components(reward: Reward) -> list[tuple[str, float]]:
     if isinstance(reward, Combined):
         return [(c.name, c.weight) for c in reward.components]
     return [(reward.name, 1.0)]
-
-
-def finite_or_none(value: float | None) -> float | None:
-    return value if value is not None and math.isfinite(value) else None
 
 
 def component_value(score: Score, name: str, whole: str) -> float | None:

@@ -451,7 +451,7 @@ def _collector(spec: str | Mapping[str, Any], timeout: float) -> Any:
     import ray
 
     if not ray.is_initialized():
-        return _LocalCollector(GroupCollector(spec, timeout))
+        return GroupCollector(spec, timeout)  # one process: it is its own collector
     name = "referee-groups-" + hashlib.sha256(repr(spec).encode()).hexdigest()[:16]
     actor = (
         ray.remote(GroupCollector)
@@ -459,14 +459,6 @@ def _collector(spec: str | Mapping[str, Any], timeout: float) -> Any:
         .remote(spec, timeout)
     )
     return _RayCollector(actor)
-
-
-class _LocalCollector:
-    def __init__(self, collector: GroupCollector) -> None:
-        self.collector = collector
-
-    async def submit(self, rollout: dict[str, Any], expected: int) -> dict[str, Any]:
-        return await self.collector.submit(rollout, expected)
 
 
 class _RayCollector:
