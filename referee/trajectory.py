@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +70,21 @@ class Trajectory:
     @property
     def calls(self) -> tuple[Call, ...]:
         return tuple(c for s in self.steps for c in s.calls)
+
+
+def tool_definitions(tools: Any) -> dict[str, Mapping[str, Any]]:
+    """Tool name -> its definition (``name``, ``parameters``, ...), from a list in OpenAI's
+    shape (``{"type": "function", "function": {...}}``) or BFCL's (the definition itself)."""
+    out: dict[str, Mapping[str, Any]] = {}
+    for tool in tools if isinstance(tools, list | tuple) else ():
+        if not isinstance(tool, Mapping):
+            continue
+        inner = tool.get("function")
+        spec: Mapping[str, Any] = inner if isinstance(inner, Mapping) else tool
+        name = spec.get("name")
+        if isinstance(name, str):
+            out[name] = spec
+    return out
 
 
 def _decode_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:

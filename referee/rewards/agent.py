@@ -19,7 +19,7 @@ from referee.reward import CheckReward, Reward, _RewardBase, is_sync
 from referee.rollout import Rollout
 from referee.score import Score
 from referee.steps import Fold, fold_steps
-from referee.trajectory import Call, trajectory
+from referee.trajectory import Call, tool_definitions, trajectory
 from referee.verifiers.schema import CompiledSchema, compile_schema, first_error
 
 __all__ = ["FinalAnswer", "ToolUse", "tool_schemas"]
@@ -52,14 +52,10 @@ def _json_schema(parameters: Any) -> Any:
 
 def tool_schemas(tools: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Tool name -> the JSON Schema of its parameters, from OpenAI or BFCL definitions."""
-    out: dict[str, Any] = {}
-    for tool in tools:
-        inner = tool.get("function")
-        spec: Mapping[str, Any] = inner if isinstance(inner, Mapping) else tool
-        name = spec.get("name")
-        if isinstance(name, str):
-            out[name] = _json_schema(spec.get("parameters") or {"type": "object"})
-    return out
+    return {
+        name: _json_schema(spec.get("parameters") or {"type": "object"})
+        for name, spec in tool_definitions(tools).items()
+    }
 
 
 def _is_error(result: str | None, markers: tuple[str, ...]) -> bool:

@@ -34,7 +34,7 @@ from referee.reward import CheckReward
 from referee.rewards._common import reference_of
 from referee.rollout import Rollout
 from referee.score import Score
-from referee.trajectory import trajectory
+from referee.trajectory import tool_definitions, trajectory
 
 __all__ = ["ToolCallMatch", "check_call"]
 
@@ -176,16 +176,9 @@ def check_call(
 
 def _definitions(rollout: Rollout) -> dict[str, Mapping[str, Any]]:
     meta = rollout.metadata
-    tools = meta.get("tools") if meta.get("tools") is not None else meta.get("function")
-    out: dict[str, Mapping[str, Any]] = {}
-    for tool in tools if isinstance(tools, list) else []:
-        if not isinstance(tool, Mapping):
-            continue
-        inner = tool.get("function")
-        spec: Mapping[str, Any] = inner if isinstance(inner, Mapping) else tool
-        if isinstance(spec.get("name"), str):
-            out[spec["name"]] = spec
-    return out
+    return tool_definitions(
+        meta["tools"] if meta.get("tools") is not None else meta.get("function")
+    )
 
 
 def _expected(reference: Any) -> list[Mapping[str, Mapping[str, Sequence[Any]]]]:
