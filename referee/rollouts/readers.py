@@ -80,12 +80,17 @@ def _open_text(path: Path) -> BinaryIO:
     return open(path, "rb")
 
 
+def _object_rows(stream: BinaryIO, first: int = 1) -> Iterator[RawRow]:
+    """The decoded lines of a stream, numbered from `first`, each a JSON object or an error."""
+    for number, size, row, error in decode_lines(stream):
+        if error is None and not isinstance(row, dict):
+            error = f"a row must be a JSON object, got {type(row).__name__}"
+        yield number + first - 1, size, row if error is None else None, error
+
+
 def _jsonl_rows(path: Path) -> Iterator[RawRow]:
     with _open_text(path) as stream:
-        for number, size, row, error in decode_lines(stream):
-            if error is None and not isinstance(row, dict):
-                error = f"a row must be a JSON object, got {type(row).__name__}"
-            yield number, size, row if error is None else None, error
+        yield from _object_rows(stream)
 
 
 def _parquet_rows(path: Path) -> Iterator[RawRow]:
@@ -353,16 +358,9 @@ def _canonical_jsonl(path: Path) -> Iterator[RowOk | RowError]:
             try:
                 rollout = validate(raw)
             except ValidationError:
-                for _, size, row, error in _decoded(number, raw):
+                for _, size, row, error in _object_rows(io.BytesIO(raw), first=number):
                     yield from _items(number, size, row, error, _canonical, {})
                 continue
             if not rollout.id:
                 rollout = rollout.model_copy(update={"id": str(number)})
             yield RowOk(number, rollout, len(raw))
-
-
-def _decoded(number: int, raw: bytes) -> Iterator[RawRow]:
-    for _, size, row, error in decode_lines(io.BytesIO(raw)):
-        if error is None and not isinstance(row, dict):
-            error = f"a row must be a JSON object, got {type(row).__name__}"
-        yield number, size, row if error is None else None, error
