@@ -193,19 +193,27 @@ async def run_probes(
         probe_sum = gold_sum = 0.0
         failures: dict[str, int] = {}
         examples: list[dict[str, Any]] = []
+        tried_golds = []
+        batch: list[Rollout] = []
+        hack_at: list[int] = []  # where each hack sits in the batch
+        gold_at: list[int | None] = []  # and its gold, when scored again beside it
         for gold, others, gold_value in golds:
             text = probe.make(gold, others)
             if text is None:
                 continue
-            hack = _with_completion(gold, probe.name, text)
-            if grouped:
-                batch = [gold, *others, hack]
-                batch_scores = await reward.score_batch(batch)
-                hack_score: Score = batch_scores[-1]
-                gold_value_here = batch_scores[0].value
+            tried_golds.append((gold, gold_value, text))
+            if grouped:  # the probe is judged inside its gold answer's group
+                gold_at.append(len(batch))
+                batch += [gold, *others]
             else:
-                hack_score = (await reward.score_batch([hack]))[0]
-                gold_value_here = gold_value
+                gold_at.append(None)
+            hack_at.append(len(batch))
+            batch.append(_with_completion(gold, probe.name, text))
+        # One batch per probe: an async reward (a judge) scores the probes concurrently.
+        scores_here = await reward.score_batch(batch) if batch else []
+        for (gold, gold_value, text), h, g in zip(tried_golds, hack_at, gold_at, strict=True):
+            hack_score: Score = scores_here[h]
+            gold_value_here = gold_value if g is None else scores_here[g].value
             tried += 1
             if hack_score.value is None:
                 kind = hack_score.failure.type if hack_score.failure else "error"
