@@ -168,6 +168,15 @@ def result_dict(reward: Reward, score: Score, failure_value: float) -> dict[str,
     return out
 
 
+def _sample(
+    spec: str | Mapping[str, Any] | None, data_source: Any, solution_str: str,
+    ground_truth: Any, extra_info: Mapping[str, Any] | None,
+) -> tuple[Reward, Rollout]:  # fmt: skip
+    """What both reward functions start from: the spec's reward and the sample's rollout."""
+    reward = _reward(spec, per_sample=True)
+    return reward, rollout_from_verl(data_source, solution_str, ground_truth, extra_info)
+
+
 def compute_score(
     data_source: Any = None,
     solution_str: str = "",
@@ -181,8 +190,7 @@ def compute_score(
 
     Extra keyword arguments verl adds (``reward_router_address`` and the like) are ignored.
     """
-    reward = _reward(spec, per_sample=True)
-    rollout = rollout_from_verl(data_source, solution_str, ground_truth, extra_info)
+    reward, rollout = _sample(spec, data_source, solution_str, ground_truth, extra_info)
     sync = is_sync(reward)
     score = reward.check_safe(rollout) if sync else run_sync(reward.score(rollout))  # type: ignore[attr-defined]
     return result_dict(reward, score, failure_value)
@@ -198,8 +206,7 @@ async def compute_score_async(
     **_: Any,
 ) -> dict[str, float]:
     """`compute_score` for verl's reward loop, which awaits it: judges run concurrently."""
-    reward = _reward(spec, per_sample=True)
-    rollout = rollout_from_verl(data_source, solution_str, ground_truth, extra_info)
+    reward, rollout = _sample(spec, data_source, solution_str, ground_truth, extra_info)
     return result_dict(reward, await reward.score(rollout), failure_value)
 
 
