@@ -171,34 +171,17 @@ def handwritten(rollouts: list[Rollout]) -> list[float]:
 
 def bfcl_agreement() -> None:
     try:
-        from tests.rewards.test_tools import (
-            CATEGORIES,
-            _bfcl_checker,
-            gold_output,
-            load,
-            perturbations,
-            referee_verdict,
-        )  # fmt: skip
+        from tests.rewards.test_tools import compare_with_bfcl
+
+        verdicts = compare_with_bfcl()
     except Exception as exc:  # bfcl-eval missing
         print(f"BFCL agreement: skipped ({exc})")
         return
-    from bfcl_eval.constants.enums import Language
-
-    checker = _bfcl_checker()
-    reward = referee.load({"type": "tool_call_match"})
     agree: dict[str, list[int]] = {}
-    for category in CATEGORIES:
-        for question, truth in load(category):
-            gold = gold_output(truth)
-            cases = {"ground truth": gold, **perturbations(gold, question["function"])}
-            for kind, output in cases.items():
-                theirs = checker.ast_checker(
-                    question["function"], output, truth, Language.PYTHON, category, "referee"
-                )["valid"]
-                ours = referee_verdict(reward, question, truth, output)
-                counts = agree.setdefault(kind, [0, 0])
-                counts[0] += theirs == ours
-                counts[1] += 1
+    for _, kind, theirs, ours in verdicts:
+        counts = agree.setdefault(kind, [0, 0])
+        counts[0] += theirs == ours
+        counts[1] += 1
     print("tool_call_match against BFCL's AST checker (8 Python categories):")
     for kind, (same, total) in agree.items():
         print(f"  {kind:26s} agree on {same:5d} of {total:5d} ({100 * same / total:.1f}%)")

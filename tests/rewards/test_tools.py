@@ -129,13 +129,14 @@ def referee_verdict(reward: Any, question: dict[str, Any], truth: Any, output: l
     return score.value == 1.0
 
 
-def test_agrees_with_bfcls_checker_on_ground_truth_and_perturbed_answers() -> None:
+def compare_with_bfcl() -> list[tuple[str, str, bool, bool]]:
+    """(item id, case, BFCL's verdict, referee's) for the ground truth and each perturbation of
+    every item of the Python categories."""
     checker = _bfcl_checker()
     from bfcl_eval.constants.enums import Language
 
     reward = referee.load({"type": "tool_call_match"})
-    tally: Counter[str] = Counter()
-    disagreements: list[str] = []
+    verdicts = []
     for category in CATEGORIES:
         for question, truth in load(category):
             gold = gold_output(truth)
@@ -145,9 +146,17 @@ def test_agrees_with_bfcls_checker_on_ground_truth_and_perturbed_answers() -> No
                     question["function"], output, truth, Language.PYTHON, category, "referee"
                 )["valid"]
                 ours = referee_verdict(reward, question, truth, output)
-                tally[f"{kind}: {'valid' if theirs else 'invalid'}"] += 1
-                if theirs != ours:
-                    disagreements.append(f"{question['id']} {kind}: BFCL {theirs}, referee {ours}")
+                verdicts.append((question["id"], kind, theirs, ours))
+    return verdicts
+
+
+def test_agrees_with_bfcls_checker_on_ground_truth_and_perturbed_answers() -> None:
+    verdicts = compare_with_bfcl()
+    tally = Counter(
+        f"{kind}: {'valid' if theirs else 'invalid'}" for _, kind, theirs, _ in verdicts
+    )
+    disagreements = [f"{i} {kind}: BFCL {theirs}, referee {ours}"
+                     for i, kind, theirs, ours in verdicts if theirs != ours]  # fmt: skip
     print(dict(sorted(tally.items())))  # the counts the closing note reports
     # BFCL accepts the answers built from its own ground truth (a handful of its items are
     # unsatisfiable: a required argument whose only acceptable value is "" ).
