@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -78,7 +78,8 @@ def _load_spec(spec: str) -> Reward:
 
 
 @contextlib.contextmanager
-def _progress(path: Path, console: Console, quiet: bool) -> Iterator[Progress | None]:
+def _progress(path: Path, console: Console, quiet: bool) -> Iterator[Callable[[int], None] | None]:
+    """A progress bar over `path`'s bytes, as the callback that advances it (None: no bar)."""
     size = path.stat().st_size if path.is_file() else 0
     if quiet or not console.is_terminal or size < _PROGRESS_MIN_BYTES:
         yield None
@@ -91,7 +92,8 @@ def _progress(path: Path, console: Console, quiet: bool) -> Iterator[Progress | 
         console=console,
         transient=True,
     ) as progress:
-        yield progress
+        task = progress.add_task(f"scoring {path.name}", total=size)
+        yield lambda n: progress.advance(task, n)
 
 
 def _score_stdout(
@@ -102,11 +104,7 @@ def _score_stdout(
         sys.stdout.write(dump_row(row))
         sys.stdout.write("\n")
 
-    with _progress(path, console, quiet) as progress:
-        advance = None
-        if progress is not None:
-            task = progress.add_task(f"scoring {path.name}", total=path.stat().st_size)
-            advance = lambda n: progress.advance(task, n)  # noqa: E731
+    with _progress(path, console, quiet) as advance:
         return run_sync(
             score_rows(
                 rows,
@@ -187,12 +185,7 @@ def score(
         if output is None:
             run = _score_stdout(rollouts, rows, reward, err, quiet, batch_size, concurrency)
         else:
-            with _progress(rollouts, err, quiet) as progress:
-                advance = None
-                if progress is not None:
-                    task = progress.add_task(f"scoring {rollouts.name}",
-                                             total=rollouts.stat().st_size)  # fmt: skip
-                    advance = lambda n: progress.advance(task, n)  # noqa: E731
+            with _progress(rollouts, err, quiet) as advance:
                 run, kept = score_to_path(
                     rollouts, rows, reward, output, spec_text=Path(spec).read_text(),
                     options={"format": format_, "map": mapping}, resume=resume,
@@ -248,13 +241,13 @@ def _report_rows(
             found = found or key
             pkey, preferred = preference_value(item.rollout.metadata, preference)
             found_pref = found_pref or pkey
-        row = _report_row(scored, chars, value)
-        row.preferred = preferred
-        rows.append(row)
+        rows.append(_report_row(scored, chars, value, preferred))
     return rows, found, found_pref
 
 
-def _report_row(scored: dict[str, Any], chars: int | None, label: float | None) -> ReportRow:
+def _report_row(
+    scored: dict[str, Any], chars: int | None, label: float | None, preferred: bool | None = None
+) -> ReportRow:
     failure = scored.get("failure") or {}
     return ReportRow(
         value=scored.get("reward"),
@@ -264,6 +257,7 @@ def _report_row(scored: dict[str, Any], chars: int | None, label: float | None) 
         group=scored.get("group"),
         chars=chars,
         label=label,
+        preferred=preferred,
         cost=scored.get("cost"),
         latency=scored.get("latency"),
         tokens=scored.get("tokens"),
