@@ -232,27 +232,37 @@ class Combined(_RewardBase):
         """Per-step values of the components that give them, combined step by step as the
         totals are (a cascade takes the deciding component's); None when no component gives
         steps or their counts differ (then they cannot be aligned)."""
-        stepped = [(c, per[c.name].steps) for c in self.components
-                   if c.name in per and per[c.name].steps is not None]  # fmt: skip
+        stepped: list[tuple[float, tuple[float, ...]]] = []
+        for c in self.components:
+            s = per.get(c.name)
+            if s is not None and s.steps is not None:
+                stepped.append((c.weight, s.steps))
         if not stepped:
             return None
-        if self.mode == "cascade":
+        mode = self.mode
+        if mode == "cascade":
             return stop[1].steps if stop is not None else stepped[-1][1]
-        lengths = {len(st) for _, st in stepped if st is not None}
-        if len(lengths) != 1:
+        if len(stepped) == 1:
+            ((weight, steps),) = stepped
+            if mode == "weighted":
+                return tuple([weight * v for v in steps])
+            if mode == "mean":
+                return tuple([weight * v / (weight or 1.0) for v in steps])
+            return steps
+        if len({len(st) for _, st in stepped}) != 1:
             return None
-        columns = list(zip(*(st for _, st in stepped if st is not None), strict=True))
-        weights = [c.weight for c, _ in stepped]
-        if self.mode == "weighted":
+        columns = list(zip(*(st for _, st in stepped), strict=True))
+        weights = [w for w, _ in stepped]
+        if mode == "weighted":
             return tuple(sum(w * v for w, v in zip(weights, col, strict=True)) for col in columns)
-        if self.mode == "mean":
+        if mode == "mean":
             total = sum(weights) or 1.0
             return tuple(
                 sum(w * v for w, v in zip(weights, col, strict=True)) / total for col in columns
             )
-        if self.mode == "min":
+        if mode == "min":
             return tuple(min(col) for col in columns)
-        if self.mode == "max":
+        if mode == "max":
             return tuple(max(col) for col in columns)
         return tuple(math.prod(col) for col in columns)
 

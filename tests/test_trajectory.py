@@ -4,7 +4,7 @@ import pytest
 
 from referee import Rollout
 from referee.steps import fold_steps
-from referee.trajectory import trajectory
+from referee.trajectory import toolset_of, trajectory
 
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather",
@@ -62,3 +62,28 @@ def test_results_without_ids_answer_calls_in_order() -> None:
 def test_folds(how: str, gamma: float, want: float) -> None:
     assert fold_steps([1.0, 0.5, 0.0], how, gamma) == pytest.approx(want)  # type: ignore[arg-type]
     assert fold_steps([], how) == 0.0  # type: ignore[arg-type]
+
+
+def test_equal_tool_definitions_share_one_toolset_and_what_is_derived_from_it() -> None:
+    import copy
+
+    first, second = agent(), Rollout(completion="x", metadata={"tools": copy.deepcopy(TOOLS)})
+    built = []
+    toolset = trajectory(first).toolset
+    assert trajectory(second).toolset is toolset and set(toolset.definitions) == {"get_weather"}
+    for r in (first, second):
+        trajectory(r).toolset.derive("test.names", lambda d: built.append(1) or sorted(d))
+    assert built == [1]
+    # Not merely equal in Python: true is not 1 in a schema, so they are different toolsets
+    const_true = [
+        {"name": "f", "parameters": {"type": "object", "properties": {"a": {"const": True}}}}
+    ]
+    const_one = [{"name": "f", "parameters": {"type": "object", "properties": {"a": {"const": 1}}}}]
+    assert toolset_of(const_true) is not toolset_of(const_one)
+    assert toolset_of(const_true) is toolset_of(copy.deepcopy(const_true))
+    # Its private copy: the caller's list changed afterwards does not change it
+    kept = toolset_of(const_true)
+    const_true[0]["name"] = "g"
+    assert set(kept.definitions) == {"f"} and set(toolset_of(const_true).definitions) == {"g"}
+    bfcl = Rollout(completion="", metadata={"function": const_one})  # BFCL's name for the list
+    assert trajectory(bfcl).toolset is toolset_of(const_one)

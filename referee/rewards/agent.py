@@ -106,85 +106,126 @@ class ToolUse(CheckReward):
     name: str = "tool_use"
 
     def __post_init__(self) -> None:
-        self._fixed = self._toolset(self.tools) if self.tools is not None else None
-        self._toolsets: dict[str, dict[str, CompiledSchema | None]] = {}
+        self._fixed = (
+            self._compile(tool_definitions(self.tools)) if self.tools is not None else None
+        )
         self._markers = tuple(m.lower() for m in self.error_markers)
 
     @staticmethod
-    def _toolset(tools: Sequence[Mapping[str, Any]]) -> dict[str, CompiledSchema | None]:
+    def _compile(
+        definitions: Mapping[str, Mapping[str, Any]],
+    ) -> dict[str, CompiledSchema | None]:
         """Tool name -> its compiled argument schema (None: a broken schema, not checked)."""
         out: dict[str, CompiledSchema | None] = {}
-        for name, schema in tool_schemas(tools).items():
+        for name, spec in definitions.items():
+            parameters = spec.get("parameters") or {"type": "object"}
             try:
-                out[name] = compile_schema(schema)
+                out[name] = compile_schema(_json_schema(parameters))
             except Exception:
                 out[name] = None
         return out
 
-    def _tools_of(self, tools: Sequence[Mapping[str, Any]]) -> dict[str, CompiledSchema | None]:
-        # Rollouts of one task carry the same definitions: translated and compiled once. repr
-        # is the key (several times cheaper than canonical JSON; a reordered copy of the same
-        # definitions merely takes a second entry).
-        key = repr(tools)
-        toolset = self._toolsets.get(key)
-        if toolset is None:
-            if len(self._toolsets) > 1024:
-                self._toolsets.clear()
-            toolset = self._toolsets[key] = self._toolset(tools)
-        return toolset
-
     def _call_value(self, call: Call, schemas: Mapping[str, CompiledSchema | None],
-                    seen: set[str], notes: list[str]) -> float:  # fmt: skip
+                    seen: dict[Any, list[Any]], notes: list[str]) -> float:  # fmt: skip
         if call.name not in schemas:
             notes.append(f"step {call.step}: unknown tool {call.name!r}")
             return self.unknown_tool
-        if call.arguments is None:
+        arguments = call.arguments
+        if arguments is None:
             notes.append(f"step {call.step}: {call.name}: {call.argument_error}")
             return self.invalid_arguments
         compiled = schemas[call.name]
-        error = None if compiled is None else first_error(compiled, call.arguments)
-        if error is not None:
-            notes.append(f"step {call.step}: {call.name} arguments {error}")
-            return self.invalid_arguments
+        if compiled is not None:
+            fast = compiled.fast
+            if fast is None or not _fast_valid(fast, arguments):
+                error = first_error(compiled, arguments)
+                if error is not None:
+                    notes.append(f"step {call.step}: {call.name} arguments {error}")
+                    return self.invalid_arguments
         value = 1.0
         if _is_error(call.result, self._markers):
             notes.append(f"step {call.step}: {call.name} returned an error")
             value = self.tool_error
-        key = call.name + json.dumps(call.arguments, sort_keys=True, default=str)
-        if key in seen:
+        if _repeated(call.name, arguments, seen):
             notes.append(f"step {call.step}: {call.name} repeated with the same arguments")
             value = max(0.0, value - self.repeat_penalty)
-        seen.add(key)
         return value
 
     def check(self, rollout: Rollout) -> Score:
         traj = trajectory(rollout)
-        schemas = self._fixed if self._fixed is not None else self._tools_of(traj.tools)
+        schemas = (
+            self._fixed
+            if self._fixed is not None
+            else traj.toolset.derive("tool_use.schemas", self._compile)
+        )
         if not schemas and traj.calls:
             raise NotApplicable(
                 "tool_use needs the tool definitions: metadata.tools on the rollout, or tools "
                 "in the spec"
             )
-        seen: set[str] = set()
+        seen: dict[Any, list[Any]] = {}
         notes: list[str] = []
         steps: list[float] = []
+        value_of = self._call_value
         for step in traj.steps:
             if self.max_steps is not None and step.index >= self.max_steps:
                 steps.append(self.over_budget)
                 if step.index == self.max_steps:
                     notes.append(f"over the step budget of {self.max_steps}")
                 continue
-            if not step.calls:
+            calls = step.calls
+            if not calls:
                 steps.append(1.0)
-                continue
-            values = [self._call_value(c, schemas, seen, notes) for c in step.calls]
-            steps.append(sum(values) / len(values))
+            elif len(calls) == 1:
+                steps.append(value_of(calls[0], schemas, seen, notes))
+            else:
+                values = [value_of(c, schemas, seen, notes) for c in calls]
+                steps.append(sum(values) / len(values))
+        n_calls = len(traj.calls)
         return Score(
             value=fold_steps(steps, self.fold, self.gamma),
             steps=tuple(steps),
-            components={"calls": float(len(traj.calls)), "steps": float(len(steps))},
-            reason="; ".join(notes[:10]) or f"{len(traj.calls)} calls, all well formed",
+            components={"calls": float(n_calls), "steps": float(len(steps))},
+            reason="; ".join(notes[:10]) or f"{n_calls} calls, all well formed",
         )
+
+
+def _fast_valid(fast: Any, instance: Any) -> bool:
+    """jsonschema-rs's verdict; False (the Python validator decides) when it cannot convert
+    the instance."""
+    try:
+        return bool(fast.is_valid(instance))
+    except Exception:
+        return False
+
+
+_canonical = json.JSONEncoder(sort_keys=True, default=str).encode
+
+
+def _repeated(name: str, arguments: dict[str, Any], seen: dict[Any, list[Any]]) -> bool:
+    """Whether a call with this name and these arguments (equal as canonical JSON) was seen
+    before in the trajectory; records it.
+
+    Keyed by the sorted argument items, which is cheap; canonical JSON (which tells 1 from
+    true and 1.0) is computed only when that key was seen, or when a value is unhashable.
+    """
+    try:
+        key: Any = (name, tuple(sorted(arguments.items())))
+        earlier = seen.get(key)
+    except TypeError:  # an unhashable value (a list, an object) or keys that do not sort
+        key = (name, _canonical(arguments))
+        earlier = seen.get(key)
+        if earlier is None:
+            seen[key] = [arguments]
+        return earlier is not None
+    if earlier is None:
+        seen[key] = [arguments]
+        return False
+    mine = _canonical(arguments)
+    if any(_canonical(e) == mine for e in earlier):
+        return True
+    earlier.append(arguments)
+    return False
 
 
 @register("final_answer")

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal, NamedTuple, cast
 
 from referee.errors import NotApplicable
 from referee.registry import register
@@ -34,7 +34,7 @@ from referee.reward import CheckReward
 from referee.rewards._common import reference_of
 from referee.rollout import Rollout
 from referee.score import Score
-from referee.trajectory import tool_definitions, trajectory
+from referee.trajectory import trajectory
 
 __all__ = ["ToolCallMatch", "check_call"]
 
@@ -113,6 +113,37 @@ def _list_dict_ok(value: Sequence[Any], acceptable: Sequence[Any]) -> bool:
     return False
 
 
+class _Param(NamedTuple):
+    kind: str  # BFCL's type name
+    expected: type  # the Python type a value must have
+    nested: type | None  # for arrays, the type of their items
+
+
+class _Signature(NamedTuple):
+    required: tuple[str, ...]
+    params: dict[str, _Param]
+
+
+def _signature(definition: Mapping[str, Any]) -> _Signature:
+    """A function definition's parameters as the checker uses them (built once per toolset)."""
+    parameters = definition.get("parameters") or {}
+    params = {}
+    for param, details in (parameters.get("properties") or {}).items():
+        if not isinstance(details, Mapping):
+            details = {}
+        kind = _type_name(details)
+        nested = None
+        if kind in ("array", "tuple"):
+            items = details.get("items")
+            nested = _PY_TYPES.get(_type_name(items if isinstance(items, Mapping) else {}), str)
+        params[param] = _Param(kind, _PY_TYPES.get(kind, str), nested)
+    return _Signature(tuple(parameters.get("required") or ()), params)
+
+
+def _signatures(definitions: Mapping[str, Mapping[str, Any]]) -> dict[str, _Signature]:
+    return {name: _signature(d) for name, d in definitions.items()}
+
+
 def check_call(
     definition: Mapping[str, Any], call: Mapping[str, Mapping[str, Any]],
     expected: Mapping[str, Mapping[str, Sequence[Any]]],
@@ -122,26 +153,41 @@ def check_call(
     name, answers = next(iter(expected.items()))
     if name not in call:
         return f"function {name!r} not called"
-    arguments = call[name]
-    parameters = definition.get("parameters") or {}
-    details_all = parameters.get("properties") or {}
-    for param in parameters.get("required") or []:
+    return _match(_signature(definition), name, call[name], answers)
+
+
+def _match(
+    signature: _Signature, name: str, arguments: Mapping[str, Any],
+    answers: Mapping[str, Sequence[Any]],
+) -> str | None:  # fmt: skip
+    """`check_call` for a call already known to be to `name`."""
+    for param in signature.required:
         if param not in arguments:
             return f"{name}: missing required argument {param!r}"
+    params = signature.params
     for param, value in arguments.items():
-        if param not in details_all or param not in answers:
+        rule = params.get(param)
+        if rule is None or param not in answers:
             return f"{name}: unexpected argument {param!r}"
-        details = details_all[param]
-        kind = _type_name(details)
-        expected_type = _PY_TYPES.get(kind, str)
-        nested = None
-        if kind in ("array", "tuple"):
-            nested = _PY_TYPES.get(_type_name(details.get("items") or {}), str)
+        kind, expected_type, nested = rule
+        acceptable = answers[param]
+        answer_type = None
+        for option in acceptable:
+            if option != "":
+                answer_type = type(option)
+                break
+        if type(value) is str and expected_type is str and answer_type in (None, str):
+            # The common case, a string argument against string answers: an exact match
+            # needs no standardisation.
+            if value not in acceptable and _standardize(value) not in [
+                _standardize(a) for a in acceptable if type(a) is str
+            ]:
+                return f"{name}: {param!r} = {value!r} is not one of {list(acceptable)}"
+            continue
         if kind == "tuple" and type(value) is tuple:
             value = list(value)
         if kind == "float" and type(value) is int:
             value = float(value)
-        acceptable = answers[param]
         ok, is_variable = _type_ok(value, acceptable, expected_type, nested)
         if not ok:
             return f"{name}: {param!r} has type {type(value).__name__}, expected {kind}"
@@ -174,27 +220,30 @@ def check_call(
     return None
 
 
-def _definitions(rollout: Rollout) -> dict[str, Mapping[str, Any]]:
-    meta = rollout.metadata
-    return tool_definitions(
-        meta["tools"] if meta.get("tools") is not None else meta.get("function")
-    )
-
-
 def _expected(reference: Any) -> list[Mapping[str, Mapping[str, Sequence[Any]]]]:
     if isinstance(reference, Mapping) and "ground_truth" in reference:
         reference = reference["ground_truth"]
     if isinstance(reference, Mapping):
         reference = [{k: v} for k, v in reference.items()]
-    if not isinstance(reference, list) or not all(
-        isinstance(e, Mapping) and len(e) == 1 and isinstance(next(iter(e.values())), Mapping)
-        for e in reference
-    ):
+    if not isinstance(reference, list) or not all(map(_is_expected_call, reference)):
         raise NotApplicable(
             "tool_call_match needs BFCL's possible-answer shape: "
             '[{"function": {"arg": [acceptable, ...]}}, ...]'
         )
     return reference
+
+
+def _is_expected_call(entry: Any) -> bool:
+    if type(entry) is dict:
+        if len(entry) != 1:
+            return False
+        for answers in entry.values():
+            return type(answers) is dict or isinstance(answers, Mapping)
+    return (
+        isinstance(entry, Mapping)
+        and len(entry) == 1
+        and isinstance(next(iter(entry.values())), Mapping)
+    )
 
 
 @register("tool_call_match")
@@ -217,48 +266,55 @@ class ToolCallMatch(CheckReward):
 
     def check(self, rollout: Rollout) -> Score:
         expected = _expected(reference_of(rollout, self.reference_key))
-        definitions = _definitions(rollout)
-        calls = []
-        for c in trajectory(rollout).calls:
-            if c.arguments is None:
-                calls.append({c.name: {"__invalid__": c.raw_arguments}})
-            else:
-                calls.append({c.name: c.arguments})
-        missing_defs = [n for e in expected for n in e if n not in definitions]
+        traj = trajectory(rollout)
+        signatures = traj.toolset.derive("tool_call_match.signatures", _signatures)
+        missing_defs = [n for e in expected for n in e if n not in signatures]
         if missing_defs:
             raise NotApplicable(
                 f"no definition for {missing_defs}: put the tools in metadata.tools (OpenAI "
                 "shape) or metadata.function (BFCL's list)"
             )
-        matched: list[int] = []
+        calls = traj.calls
+        taken: set[int] = set()
         notes: list[str] = []
         by_name: dict[str, list[int]] = {}
         for j, call in enumerate(calls):
-            by_name.setdefault(next(iter(call)), []).append(j)
+            by_name.setdefault(call.name, []).append(j)
+        strict = self.order == "strict"
         for i, exp in enumerate(expected):
-            name = next(iter(exp))
+            [(name, answers)] = exp.items()
             # A call to another function cannot match: only same-named calls are tried, in
             # order, which is the order BFCL's checker would find the first match in.
-            candidates = [i] if self.order == "strict" else by_name.get(name, [])
+            candidates = [i] if strict else by_name.get(name, ())
             why = "no call left to match"
             for j in candidates:
-                if j in matched or j >= len(calls):
+                if j in taken or j >= len(calls):
                     continue
-                why = check_call(definitions[name], calls[j], exp) or ""
+                call = calls[j]
+                if call.name != name:
+                    why = f"function {name!r} not called"
+                    continue
+                arguments = (
+                    call.arguments
+                    if call.arguments is not None
+                    else {"__invalid__": call.raw_arguments}
+                )
+                why = _match(signatures[name], name, arguments, answers) or ""
                 if not why:
-                    matched.append(j)
+                    taken.add(j)
                     break
             else:
                 notes.append(f"expected call {i + 1} ({name}): {why}")
-        extra = len(calls) - len(matched)
+        matched = len(taken)
+        extra = len(calls) - matched
         if len(calls) != len(expected):
             notes.insert(0, f"{len(calls)} calls made, {len(expected)} expected")
         if self.scoring == "all":
             value = 1.0 if not notes else 0.0
         else:
-            value = len(matched) / (len(expected) + max(0, extra))
+            value = matched / (len(expected) + max(0, extra))
         return Score(
             value=value,
-            components={"matched": float(len(matched)), "expected": float(len(expected))},
+            components={"matched": float(matched), "expected": float(len(expected))},
             reason="; ".join(notes[:5]) or f"all {len(expected)} calls match",
         )

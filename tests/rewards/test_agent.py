@@ -120,3 +120,37 @@ def test_a_transform_keeps_judge_tokens() -> None:
 
     [s] = referee.score(referee.scale(judged, 2.0), [Rollout(completion="x")])
     assert s.value == 1.0 and s.tokens == 60 and s.cost == 0.01
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "repeated"),
+    [
+        ('{"city": "Paris", "days": 2}', '{"days": 2, "city": "Paris"}', True),  # key order
+        ('{"city": "Paris", "units": ["C"]}', '{"units": ["C"], "city": "Paris"}', True),
+        ('{"city": "Paris", "metric": true}', '{"city": "Paris", "metric": 1}', False),
+        ('{"city": "Paris", "days": 1}', '{"city": "Paris", "days": 1.0}', False),
+        ('{"city": "Paris", "units": ["C"]}', '{"city": "Paris", "units": ["F"]}', False),
+    ],
+)
+def test_a_repeat_is_the_same_arguments_as_json(first: str, second: str, repeated: bool) -> None:
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}}}}]  # fmt: skip
+    rollout = Rollout(
+        completion=[turn(call("get_weather", first, "1")), turn(call("get_weather", second, "2"))],
+        metadata={"tools": tools},
+    )
+    [s] = referee.score(referee.load({"type": "tool_use"}), [rollout])
+    assert s.steps == (1.0, 0.5 if repeated else 1.0)
+    assert ("repeated" in (s.reason or "")) is repeated
+
+
+def test_tool_use_reads_bfcl_function_lists_from_metadata() -> None:
+    bfcl = [{"name": "calc_area", "parameters": {"type": "dict", "required": ["r"],
+             "properties": {"r": {"type": "float"}}}}]  # fmt: skip
+    reward = referee.load({"type": "tool_use"})
+    rollouts = [
+        Rollout(completion=[turn(call("calc_area", arguments))], metadata={"function": bfcl})
+        for arguments in ('{"r": 2.5}', '{"r": "big"}', ' {"r": 1} ', '{"r": 1} x')
+    ]
+    values = [s.value for s in referee.score(reward, rollouts)]
+    assert values == [1.0, 0.0, 1.0, 0.0]  # whitespace around the JSON is fine, text after not
