@@ -102,3 +102,24 @@ def test_groups_are_ranked_separately() -> None:
 def test_bad_options(options: dict[str, Any], words: str) -> None:
     with pytest.raises(referee.SpecError, match=words):
         referee.load({"type": "group_rank", "model": "openai/x", **options})
+
+
+def test_ranks_trajectories_by_their_calls_and_results_not_only_the_answer() -> None:
+    """Two agents with the same final answer: one looked it up (a result with stars, which
+    the scripted judge rewards), one guessed. The judge sees each whole path."""
+
+    def agent(i: int, looked_up: bool) -> referee.Rollout:
+        turns: list[dict[str, Any]] = []
+        if looked_up:
+            call = {"id": "c", "type": "function",
+                    "function": {"name": "search", "arguments": '{"q": "capital"}'}}  # fmt: skip
+            turns += [{"role": "assistant", "content": "Searching.", "tool_calls": [call]},
+                      {"role": "tool", "tool_call_id": "c", "content": "Paris ****"}]  # fmt: skip
+        turns.append({"role": "assistant", "content": "Paris."})
+        return referee.Rollout(id=str(i), prompt="Q?", group="g", completion=turns)  # type: ignore[arg-type]
+
+    with FakeJudgeServer(fair) as server:
+        scores = referee.score(rank(server, orders=2), [agent(0, False), agent(1, True)])
+        shown = attempts(server.requests[0])
+    assert any("[call] search" in a and "[result of search] Paris ****" in a for a in shown)
+    assert [s.value for s in scores] == [0.0, 1.0]
