@@ -16,7 +16,8 @@ from referee._aio import run_sync
 from referee.errors import RolloutError
 from referee.report.summary import Summary
 from referee.reward import Reward
-from referee.rollouts.jsonl import RowError, RowOk, read_jsonl
+from referee.rollouts.jsonl import RowError, RowOk
+from referee.rollouts.readers import Format, read_rollouts
 from referee.score import Failure, Score
 
 __all__ = ["ScoreRun", "output_row", "score_file", "score_rows", "score_to_path"]
@@ -121,14 +122,19 @@ def score_file(
     reward: Reward,
     out: IO[str],
     *,
+    format: Format | None = None,
+    mapping: Mapping[str, str] | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     concurrency: int | None = None,
     on_progress: Callable[[int], None] | None = None,
 ) -> ScoreRun:
-    """Score a canonical JSONL rollout file into `out` (JSONL), one row per input row.
+    """Score a rollout file into `out` (JSONL), one row per input row: what ``referee score``
+    does, read the same way (`read_rollouts`: the shape detected or given by `format`, fields
+    mapped by `mapping`, a canonical row's extra columns kept as metadata).
 
     Raises:
         OSError: The input cannot be opened.
+        RolloutError: The format cannot be detected or the mapping is malformed.
     """
 
     def write(row: dict[str, Any]) -> None:
@@ -137,7 +143,7 @@ def score_file(
 
     return run_sync(
         score_rows(
-            read_jsonl(path),
+            read_rollouts(path, format=format, mapping=mapping),
             reward,
             write,
             source=str(path),
