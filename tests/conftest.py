@@ -12,8 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from referee import Rollout
+
+# No wall-clock deadlines on property tests: a loaded CI machine (or a first call that imports
+# and compiles) is slow, not wrong. Tests never assert times.
+settings.register_profile("referee", deadline=None)
+settings.load_profile("referee")
 
 
 def make(completion: str = "", reference: Any = None, **kw: Any) -> Rollout:
