@@ -19,6 +19,11 @@ Shapes (``--format``; detected from the first row when not given):
 - ``openai``: chat-messages rows, ``{"messages": [...]}``: the messages up to the last
   assistant turn's run are the prompt, the assistant's turns (with tool calls and results) the
   completion; ``reference`` from the row's ``reference`` key where present.
+- ``preference``: pairwise preference rows as TRL's preference datasets hold them,
+  ``{"prompt", "chosen", "rejected"}`` (text or chat messages; without ``prompt``, the
+  messages ``chosen`` and ``rejected`` share are the prompt). Each row is a group of two
+  rollouts, ``metadata.preferred`` true for the chosen one, so ``referee report`` gives the
+  reward's pairwise accuracy against the people who chose.
 
 A mapping (``--map field=path``) sets any rollout field from a dotted path into the source row,
 on top of the shape: ``--map reference=reward_model.ground_truth``, ``--map
@@ -51,7 +56,7 @@ __all__ = [
     "rows_of",
 ]
 
-Format = Literal["canonical", "verl", "verl-dump", "trl", "openai"]
+Format = Literal["canonical", "verl", "verl-dump", "trl", "openai", "preference"]
 FORMATS: tuple[str, ...] = get_args(Format)
 
 PARQUET_BATCH = 2048
@@ -122,6 +127,8 @@ def detect_format(row: Row) -> Format:
         return "canonical"
     if "messages" in keys and "completion" not in keys:
         return "openai"
+    if {"chosen", "rejected"} <= keys and "completion" not in keys:
+        return "preference"
     if {"input", "output"} <= keys and ("gts" in keys or "score" in keys):
         return "verl-dump"
     if "reward_model" in keys or ("data_source" in keys and "prompt" in keys):
@@ -248,12 +255,47 @@ def _openai(row: Row, number: int) -> list[dict[str, Any]]:
     }]  # fmt: skip
 
 
+def _preference(row: Row, number: int) -> list[dict[str, Any]]:
+    chosen, rejected = row.get("chosen"), row.get("rejected")
+    for name, side in (("chosen", chosen), ("rejected", rejected)):
+        if not isinstance(side, str | list):
+            raise ValueError(
+                f"a preference row's {name!r} must be text or chat messages, got "
+                f"{type(side).__name__}"
+            )
+    prompt = row.get("prompt")
+    if prompt is None and isinstance(chosen, list) and isinstance(rejected, list):
+        # Implicit prompt (TRL's other preference shape): the messages both sides share.
+        shared = 0
+        while shared < min(len(chosen), len(rejected)) - 1 and chosen[shared] == rejected[shared]:
+            shared += 1
+        prompt, chosen, rejected = chosen[:shared], chosen[shared:], rejected[shared:]
+    base = str(row["id"]) if row.get("id") is not None else str(number)
+    known = {"prompt", "chosen", "rejected", "reference", "id", "metadata"}
+    metadata = {
+        **dict(row.get("metadata") or {}),
+        **{k: v for k, v in row.items() if k not in known},
+    }
+    return [
+        {
+            "id": f"{base}-{side}",
+            "prompt": prompt if prompt is not None else "",
+            "completion": completion,
+            "reference": row.get("reference"),
+            "group": base,
+            "metadata": {**metadata, "preferred": side == "chosen"},
+        }
+        for side, completion in (("chosen", chosen), ("rejected", rejected))
+    ]
+
+
 SHAPES: dict[str, Callable[[Row, int], list[dict[str, Any]]]] = {
     "canonical": _canonical,
     "verl": _verl,
     "verl-dump": _verl_dump,
     "trl": _trl,
     "openai": _openai,
+    "preference": _preference,
 }
 
 

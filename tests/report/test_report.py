@@ -204,3 +204,21 @@ def test_steps_flow_from_score_through_report(tmp_path: Path) -> None:
     assert json.loads(scored.read_text().splitlines()[0])["steps"] == [1.0, 1.0]
     run = cli("report", str(scored))
     assert run.returncode == 0 and "per-step rewards on 3 trajectories" in run.stdout
+
+
+def test_report_on_preference_pairs_gives_the_rewards_pairwise_accuracy(tmp_path: Path) -> None:
+    # RewardBench-style: does the reward prefer what people chose? Here it agrees on 3 of 4
+    # pairs (the last pair's chosen answer is the wrong one).
+    pairs = [("\\boxed{4}", "\\boxed{5}", "4"), ("\\boxed{6}", "7", "6"),
+             ("\\boxed{9}", "\\boxed{8}", "9"), ("\\boxed{1}", "\\boxed{2}", "2")]  # fmt: skip
+    rows = [{"prompt": "?", "chosen": c, "rejected": r, "reference": ref} for c, r, ref in pairs]
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("type: math_answer\n")
+    data = tmp_path / "r.json"
+    run = cli("report", str(path), "--spec", str(spec), "--json", str(data))
+    assert run.returncode == 0, run.stderr
+    prefs = json.loads(data.read_text())["preferences"]
+    assert prefs["key"] == "preferred" and prefs["groups"] == 4
+    assert prefs["pairwise_accuracy"]["value"] == 0.75

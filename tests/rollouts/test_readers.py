@@ -155,3 +155,24 @@ def test_parquet_is_read_in_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     items = list(read_rollouts(write_parquet(tmp_path / "many.parquet", rows)))
     assert [i.line for i in items] == list(range(1, 36))
     assert [r.id for r in ok(items)] == [str(i) for i in range(35)]
+
+
+def test_preference_rows_become_a_group_of_chosen_and_rejected(tmp_path: Path) -> None:
+    user = {"role": "user", "content": "2+2?"}
+    rows = [
+        {"prompt": "2+2?", "chosen": "4", "rejected": "5", "reference": "4", "source": "x"},
+        # TRL's implicit-prompt shape: the messages both sides share are the prompt
+        {"id": "p2", "chosen": [user, {"role": "assistant", "content": "4"}],
+         "rejected": [user, {"role": "assistant", "content": "22"}]},
+        {"prompt": "?", "chosen": 4, "rejected": "5"},
+    ]  # fmt: skip
+    items = list(read_rollouts(write_jsonl(tmp_path / "pairs.jsonl", rows)))
+    assert detect_format(rows[0]) == "preference"
+    first, second, third, fourth = ok(items)
+    assert (first.id, first.completion, first.group, first.reference) == ("1-chosen", "4", "1", "4")
+    assert first.metadata == {"source": "x", "preferred": True}
+    assert second.metadata["preferred"] is False and second.completion == "5"
+    assert third.id == "p2-chosen" and [m.role for m in third.prompt] == ["user"]  # type: ignore[union-attr]
+    assert [m.content for m in fourth.completion] == ["22"]  # type: ignore[union-attr]
+    [error] = [i for i in items if isinstance(i, RowError)]
+    assert error.line == 3 and "'chosen' must be text or chat messages" in error.message
