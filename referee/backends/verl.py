@@ -47,7 +47,7 @@ import logging
 import math
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,12 +92,20 @@ def _reward(spec: str | Path | Mapping[str, Any] | Reward | None, *, per_sample:
             "+reward.custom_reward_function.reward_kwargs={spec: /abs/path/spec.yaml}"
         )
     if isinstance(spec, (str, Path)):
-        key = str(Path(spec).expanduser().resolve())
-        reward = _loaded.get(key)
-        if reward is None:
-            reward = _loaded[key] = resolve(key)
+        key = "path:" + str(Path(spec).expanduser().resolve())
+    elif isinstance(spec, Mapping):
+        # An inline spec (Hydra hands a DictConfig) arrives with every sample: loaded once by
+        # its content, so a judge keeps its client, cache and concurrency limit.
+        key = "spec:" + json.dumps(_plain(spec), sort_keys=True, default=str)
     else:
-        reward = resolve(dict(spec) if isinstance(spec, Mapping) else spec)
+        return _checked(resolve(spec), per_sample=per_sample)
+    reward = _loaded.get(key)
+    if reward is None:
+        reward = _loaded[key] = resolve(key[5:] if key.startswith("path:") else _plain(spec))
+    return _checked(reward, per_sample=per_sample)
+
+
+def _checked(reward: Reward, *, per_sample: bool) -> Reward:
     if per_sample and needs_groups(reward):
         raise SpecError(
             f"{reward.name}: this spec has a group reward, which compute_score (one sample at a "
@@ -112,8 +120,8 @@ def _plain(value: Any) -> Any:
     """numpy arrays and scalars (what parquet columns become) as plain Python values."""
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return [_plain(v) for v in value]  # lists, tuples, omegaconf's ListConfig
     tolist = getattr(value, "tolist", None)
     if tolist is not None and type(value).__module__ == "numpy":
         return _plain(tolist())
@@ -152,8 +160,18 @@ def rollout_from_verl(
 
 def result_keys(reward: Reward) -> list[str]:
     """The keys of every sample's result dict, the same for every sample of a reward."""
+    known = _result_keys.get(id(reward))
+    if known is not None and known[0] is reward:
+        return known[1]
     names = [name for name, _ in top_components(reward) if name != reward.name]
-    return ["score", "referee_failed", *(f"referee/{n}" for n in names)]
+    keys = ["score", "referee_failed", *(f"referee/{n}" for n in names)]
+    if len(_result_keys) > 64:
+        _result_keys.clear()
+    _result_keys[id(reward)] = (reward, keys)
+    return keys
+
+
+_result_keys: dict[int, tuple[Reward, list[str]]] = {}
 
 
 def result_dict(reward: Reward, score: Score, failure_value: float) -> dict[str, float]:

@@ -107,6 +107,27 @@ def test_missing_spec_and_group_specs_are_clear_errors() -> None:
         rv.compute_score("x", "y", None, None, spec=group)
 
 
+def test_an_inline_spec_is_loaded_once_not_per_sample() -> None:
+    """Hydra hands reward_kwargs' spec as a DictConfig with every sample: one reward for it,
+    so a judge keeps its client and cache (it was loaded anew per sample)."""
+    from omegaconf import OmegaConf
+
+    spec = {"combine": "weighted", "components": {
+        "valid": {"type": "json_valid", "weight": 0.5},
+        "name": {"type": "field_match", "fields": {"name": "exact"}, "weight": 0.5}}}  # fmt: skip
+    first = rv._reward(OmegaConf.create(spec), per_sample=True)
+    assert rv._reward(OmegaConf.create(json.loads(json.dumps(spec))), per_sample=True) is first
+    assert rv.result_keys(first) is rv.result_keys(first)
+    # Nested lists arrive as ListConfig: plain lists by the time the spec is loaded
+    markers = OmegaConf.create({"type": "tool_use", "error_markers": ["fail", "oops"]})
+    assert rv._reward(markers, per_sample=True).error_markers == ["fail", "oops"]  # type: ignore[attr-defined]
+    got = rv.compute_score("x", '{"name": "Bo"}', '{"name": "Ada"}', None,
+                           spec=OmegaConf.create(spec))  # fmt: skip
+    [want] = referee.score(referee.load(spec), [Rollout(completion='{"name": "Bo"}',
+                                                        reference={"name": "Ada"})])  # fmt: skip
+    assert got["score"] == want.value == 0.5
+
+
 # --- real DataProto batches -------------------------------------------------------------
 
 
