@@ -97,6 +97,14 @@ class Combined(_RewardBase):
             raise ValueError(f"{self.name}: component names must be unique, repeated: {dupes}")
         self._total_weight = sum(c.weight for c in self.components)
         self._sync = all(is_sync(c.reward) for c in self.components)
+        # The components in order, as runs of sync ones and single async ones.
+        self._segments: list[tuple[list[Component], bool]] = []
+        for comp in self.components:
+            sync = is_sync(comp.reward)
+            if sync and self._segments and self._segments[-1][1]:
+                self._segments[-1][0].append(comp)
+            else:
+                self._segments.append(([comp], sync))
         if self.mode in ("weighted", "mean") and self._total_weight <= 0:
             raise ValueError(f"{self.name}: the weights of a {self.mode} combination sum to 0")
 
@@ -130,13 +138,28 @@ class Combined(_RewardBase):
         per: list[dict[str, Score]] = [{} for _ in rollouts]
         stopped: list[tuple[Component, Score] | None] = [None] * len(rollouts)
         alive = list(range(len(rollouts)))
-        for comp in self.components:
+        for segment, sync in self._segments:
             if not alive:
                 break
+            next_alive = []
+            if sync:
+                # A run of sync components scores rollout by rollout, as the all-sync path
+                # does: each rollout's parse (JSON, trajectory) is shared by the run.
+                for i in alive:
+                    for comp in segment:
+                        s = comp.reward.check_safe(rollouts[i])  # type: ignore[attr-defined]
+                        per[i][comp.name] = s
+                        if self._stops(comp, s):
+                            stopped[i] = (comp, s)
+                            break
+                    else:
+                        next_alive.append(i)
+                alive = next_alive
+                continue
+            [comp] = segment
             scores = await comp.reward.score_batch(
                 [rollouts[i] for i in alive], concurrency=concurrency
             )
-            next_alive = []
             for i, s in zip(alive, scores, strict=True):
                 per[i][comp.name] = s
                 if self._stops(comp, s):

@@ -229,11 +229,12 @@ def _parse(rollout: Rollout) -> Trajectory:
     return Trajectory(tuple(steps), final, tuple(all_calls), toolset)
 
 
-# Small on purpose. A combination of sync rewards scores rollout by rollout, so its components
-# find the parse with a cache of one; a batch scored component by component (a judge among
-# them) re-parses beyond this many, which costs microseconds beside a judge's call. A large
-# cache kept thousands of parsed trajectories alive, and the garbage collector's passes over
-# them cost a tenth of the scoring time of 10,000 trajectories.
+# Small on purpose. Sync rewards score rollout by rollout (a combination runs its sync
+# components per rollout, even beside async ones), so they find the parse with a cache of
+# one; an async component reading trajectories (a judge reads the transcript) scores the whole
+# batch after them and re-parses beyond this many, which costs microseconds beside a judge's
+# call. A large cache kept thousands of parsed trajectories alive, and the garbage
+# collector's passes over them cost a tenth of the scoring time of 10,000 trajectories.
 _CACHE_SIZE = 256
 _cache: OrderedDict[int, tuple[Rollout, Trajectory]] = OrderedDict()
 

@@ -228,3 +228,52 @@ def test_clip_bounds_hold(vals: list[float], low: float, high: float) -> None:
         referee.clip(referee.mean({f"c{i}": Fixed(value=v) for i, v in enumerate(vals)}), low, high)
     )
     assert s.value is not None and low <= s.value <= high
+
+
+@dataclass(kw_only=True)
+class Waits(referee.AsyncReward):
+    """An async component (a judge stands behind such): records the order it saw rollouts."""
+
+    name: str = "waits"
+    seen: list[str] = field(default_factory=list)
+
+    async def evaluate(self, rollout: Rollout) -> Score:
+        self.seen.append(rollout.id)
+        return Score(value=0.5)
+
+
+def test_sync_runs_in_a_mixed_combination_score_rollout_by_rollout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With an async component, the sync ones before it still score each rollout in turn,
+    so they share its parse: 300 trajectories (more than the parse cache holds) are parsed
+    300 times, not once per component."""
+    import referee.trajectory as trajectory_module
+
+    parsed: list[str] = []
+    real_parse = trajectory_module._parse
+
+    def counted(rollout: Rollout) -> trajectory_module.Trajectory:
+        parsed.append(rollout.id)
+        return real_parse(rollout)
+
+    monkeypatch.setattr(trajectory_module, "_parse", counted)
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    call = {"id": "1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+
+    def agent(i: int) -> Rollout:
+        turns = [{"role": "assistant", "content": "", "tool_calls": [call]},
+                 {"role": "assistant", "content": str(i)}]  # fmt: skip
+        return Rollout(id=str(i), completion=turns, reference=str(i), metadata={"tools": tools})  # type: ignore[arg-type]
+
+    rollouts = [agent(i) for i in range(300)]
+    waits = Waits()
+    answer = {"type": "final_answer", "reward": {"type": "exact_match"}, "weight": 1.0}
+    reward = referee.load({"combine": "weighted", "components": {
+        "process": {"type": "tool_use", "weight": 1.0}, "answer": answer}})  # fmt: skip
+    assert isinstance(reward, Combined)
+    mixed = Combined(components=[*reward.components, Component(name="waits", reward=waits)])
+    scores = referee.score(mixed, rollouts)
+    assert sorted(parsed, key=int) == [str(i) for i in range(300)]  # each parsed once
+    assert all(s.value == pytest.approx(1.0 + 1.0 + 0.5) for s in scores)
+    assert sorted(waits.seen, key=int) == [str(i) for i in range(300)]
