@@ -554,6 +554,7 @@ def probe(
 _DEMOS = (
     ("extraction", "press releases -> JSON: company, amount, date, provinces"),
     ("math", "math word problems: boxed final answer, think/answer format"),
+    ("agent", "a tool-using agent: per-turn tool use, the calls made, the final answer"),
 )
 
 
@@ -580,18 +581,23 @@ def demo(width: int) -> None:
         table.add_column("id")
         table.add_column("attempt")
         table.add_column("reward", justify="right")
+        stepped = any(row.get("steps") for row in rows)
+        if stepped:
+            table.add_column("per-turn")
         table.add_column("reason", overflow="fold")
         for row in rows:
             reason = str(row.get("reason") or "")
             if 0 < width < len(reason):
                 reason = reason[: width - 3] + "..."
             reward_value = row.get("reward")
-            table.add_row(
+            cells = [
                 str(row["id"]),
                 notes.get(str(row["id"]), ""),
                 _fmt(reward_value if isinstance(reward_value, float | int) else None),
-                reason,
-            )
+            ]
+            if stepped:
+                cells.append(" ".join(_fmt(v) for v in row.get("steps") or []))
+            table.add_row(*cells, reason)
         console.print(table)
         for summary_table in summary_tables(run.summary):
             console.print(summary_table)

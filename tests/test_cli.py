@@ -88,6 +88,9 @@ def test_demo_runs_on_bundled_data() -> None:
     assert code == 0, output
     assert "extraction" in output and "math" in output
     assert "rel1-c" in output and "invented" in output
+    # the agent demo: per-turn values, an unknown tool and a repeat caught
+    assert "per-turn" in output and "0.3 0.15 0.3 0.3" in output
+    assert "'get_forecast';" in output and "repeated" in output
 
 
 def test_types_lists_builtins() -> None:
