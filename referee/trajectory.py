@@ -16,7 +16,7 @@ parses it once per rollout (cached), so several rewards on one rollout do not re
 
 from __future__ import annotations
 
-import copy
+import functools
 import io
 import json
 import pickle
@@ -92,7 +92,7 @@ class Toolset:
 
     Attributes:
         definitions: Tool name -> its definition (``name``, ``parameters``, ...).
-        source: A private copy of the list the definitions came from.
+        source: The list the definitions came from (a private copy, when interned).
     """
 
     __slots__ = ("_derived", "definitions", "source")
@@ -111,8 +111,6 @@ class Toolset:
 
 
 _NO_TOOLS = Toolset([])
-_TOOLSETS_SIZE = 1024
-_toolsets: OrderedDict[bytes | str, Toolset] = OrderedDict()
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,25 +131,19 @@ def toolset_of(tools: list[Any] | None) -> Toolset:
     # key is their content: pickle's bytes, which are exact (true is not 1, 1.0 is not 1) and
     # about three times cheaper than JSON text or repr. Fast mode (no memo) makes the bytes
     # depend on the content alone, not on which strings happen to be shared objects.
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=5)
+    pickler.fast = True
     try:
-        buffer = io.BytesIO()
-        pickler = pickle.Pickler(buffer, protocol=5)
-        pickler.fast = True
         pickler.dump(tools)
-        key: bytes | str = buffer.getvalue()
     except (pickle.PicklingError, TypeError, ValueError, RecursionError):
-        key = repr(tools)  # a value pickle cannot write: repr tells them apart
-    with _lock:
-        found = _toolsets.get(key)
-        if found is not None:
-            _toolsets.move_to_end(key)
-            return found
-    found = Toolset(copy.deepcopy(tools))
-    with _lock:
-        found = _toolsets.setdefault(key, found)
-        while len(_toolsets) > _TOOLSETS_SIZE:
-            _toolsets.popitem(last=False)
-    return found
+        return Toolset(tools)  # a value pickle cannot write: not interned
+    return _interned(buffer.getvalue())
+
+
+@functools.lru_cache(maxsize=1024)
+def _interned(key: bytes) -> Toolset:
+    return Toolset(pickle.loads(key))  # its own copy of the definitions
 
 
 _raw_decode = json.JSONDecoder().raw_decode
@@ -193,7 +185,7 @@ def _parse(rollout: Rollout) -> Trajectory:
     unmatched: list[str] = []  # results without an id, answering calls in order
     for m in completion:
         if m.role == "tool":
-            text = m.content if type(m.content) is str else m.text
+            text = m.text
             if m.tool_call_id is None:
                 unmatched.append(text)
             else:
@@ -207,7 +199,7 @@ def _parse(rollout: Rollout) -> Trajectory:
         if m.role != "assistant":
             continue
         index = len(steps)
-        text = m.content if type(m.content) is str else m.text
+        text = m.text
         tool_calls = m.tool_calls
         if not tool_calls:
             steps.append(Step(index, text))
