@@ -19,7 +19,7 @@ from referee.reward import CheckReward, Reward, _RewardBase, is_sync
 from referee.rollout import Rollout
 from referee.score import Score
 from referee.steps import Fold, fold_steps
-from referee.trajectory import Call, tool_definitions, trajectory
+from referee.trajectory import Call, tool_definitions, toolset_of, trajectory
 from referee.verifiers.schema import CompiledSchema, compile_schema, first_error
 
 __all__ = ["FinalAnswer", "ToolUse", "tool_schemas"]
@@ -50,12 +50,14 @@ def _json_schema(parameters: Any) -> Any:
     return out
 
 
+def _parameters_schema(definition: Mapping[str, Any]) -> Any:
+    """A tool definition's parameters as JSON Schema (any object when it gives none)."""
+    return _json_schema(definition.get("parameters") or {"type": "object"})
+
+
 def tool_schemas(tools: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Tool name -> the JSON Schema of its parameters, from OpenAI or BFCL definitions."""
-    return {
-        name: _json_schema(spec.get("parameters") or {"type": "object"})
-        for name, spec in tool_definitions(tools).items()
-    }
+    return {name: _parameters_schema(spec) for name, spec in tool_definitions(tools).items()}
 
 
 def _is_error(result: str | None, markers: tuple[str, ...]) -> bool:
@@ -106,9 +108,7 @@ class ToolUse(CheckReward):
     name: str = "tool_use"
 
     def __post_init__(self) -> None:
-        self._fixed = (
-            self._compile(tool_definitions(self.tools)) if self.tools is not None else None
-        )
+        self._fixed = None if self.tools is None else toolset_of(self.tools)
         self._markers = tuple(m.lower() for m in self.error_markers)
 
     @staticmethod
@@ -118,9 +118,8 @@ class ToolUse(CheckReward):
         """Tool name -> its compiled argument schema (None: a broken schema, not checked)."""
         out: dict[str, CompiledSchema | None] = {}
         for name, spec in definitions.items():
-            parameters = spec.get("parameters") or {"type": "object"}
             try:
-                out[name] = compile_schema(_json_schema(parameters))
+                out[name] = compile_schema(_parameters_schema(spec))
             except Exception:
                 out[name] = None
         return out
@@ -153,11 +152,8 @@ class ToolUse(CheckReward):
 
     def check(self, rollout: Rollout) -> Score:
         traj = trajectory(rollout)
-        schemas = (
-            self._fixed
-            if self._fixed is not None
-            else traj.toolset.derive("tool_use.schemas", self._compile)
-        )
+        toolset = self._fixed if self._fixed is not None else traj.toolset
+        schemas = toolset.derive("tool_use.schemas", self._compile)
         if not schemas and traj.calls:
             raise NotApplicable(
                 "tool_use needs the tool definitions: metadata.tools on the rollout, or tools "
