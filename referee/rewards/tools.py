@@ -64,11 +64,12 @@ def _answer_type(acceptable: Sequence[Any]) -> type | None:
 
 
 def _type_ok(
-    value: Any, acceptable: Sequence[Any], expected: type, nested: type | None
-) -> tuple[bool, bool]:
+    value: Any, acceptable: Sequence[Any], expected: type, nested: type | None,
+    answer_type: type | None,
+) -> tuple[bool, bool]:  # fmt: skip
     """(valid, is_variable), as BFCL's type_checker: one level of nesting for arrays; a value
-    of the answer's own type (a string where a number is declared) stands for a variable."""
-    answer_type = _answer_type(acceptable)
+    of the answer's own type (a string where a number is declared) stands for a variable.
+    `answer_type` is `_answer_type(acceptable)`."""
     is_variable = answer_type is not None and answer_type is not expected
     if type(value) is expected:
         if nested is None:
@@ -77,7 +78,8 @@ def _type_ok(
             if type(option) is not list:
                 return True, is_variable
             items = cast(list[Any], value)
-            if all(_type_ok(item, option, nested, None)[0] for item in items):
+            item_type = _answer_type(option)
+            if all(_type_ok(item, option, nested, None, item_type)[0] for item in items):
                 return True, is_variable
         return False, is_variable
     if answer_type is not None and type(value) is answer_type:
@@ -171,14 +173,10 @@ def _match(
             return f"{name}: unexpected argument {param!r}"
         kind, expected_type, nested = rule
         acceptable = answers[param]
-        answer_type = None
-        for option in acceptable:
-            if option != "":
-                answer_type = type(option)
-                break
+        answer_type = _answer_type(acceptable)
         if type(value) is str and expected_type is str and answer_type in (None, str):
-            # The common case, a string argument against string answers: an exact match
-            # needs no standardisation.
+            # A string against string answers: compared after BFCL's standardisation (an
+            # exact match needs none).
             if value not in acceptable and _standardize(value) not in [
                 _standardize(a) for a in acceptable if type(a) is str
             ]:
@@ -188,7 +186,7 @@ def _match(
             value = list(value)
         if kind == "float" and type(value) is int:
             value = float(value)
-        ok, is_variable = _type_ok(value, acceptable, expected_type, nested)
+        ok, is_variable = _type_ok(value, acceptable, expected_type, nested, answer_type)
         if not ok:
             return f"{name}: {param!r} has type {type(value).__name__}, expected {kind}"
         if not is_variable:
@@ -199,11 +197,6 @@ def _match(
             if expected_type is list and nested is dict:
                 if not _list_dict_ok(value, acceptable):
                     return f"{name}: {param!r} = {value!r} is not an accepted value"
-                continue
-            if expected_type is str:
-                if _standardize(value) not in [_standardize(a) for a in acceptable
-                                               if type(a) is str]:  # fmt: skip
-                    return f"{name}: {param!r} = {value!r} is not one of {list(acceptable)}"
                 continue
             if expected_type is list:
                 std_value = [_std(v) for v in value]
