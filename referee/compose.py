@@ -115,14 +115,19 @@ class Combined(_RewardBase):
     def check_safe(self, rollout: Rollout) -> Score:
         """Score one rollout inline, component after component (sync components only)."""
         per: dict[str, Score] = {}
-        stop = None
-        for comp in self.components:
+        return self._total(per, self._check_run(self.components, rollout, per))
+
+    def _check_run(
+        self, run: Sequence[Component], rollout: Rollout, per: dict[str, Score]
+    ) -> tuple[Component, Score] | None:
+        """Score one rollout with sync components in order, into `per`; the (component,
+        score) that stopped it, if one did."""
+        for comp in run:
             s = comp.reward.check_safe(rollout)  # type: ignore[attr-defined]
             per[comp.name] = s
             if self._stops(comp, s):
-                stop = (comp, s)
-                break
-        return self._total(per, stop)
+                return comp, s
+        return None
 
     async def score(self, rollout: Rollout) -> Score:
         return (await self.score_batch([rollout]))[0]
@@ -141,32 +146,21 @@ class Combined(_RewardBase):
         for segment, sync in self._segments:
             if not alive:
                 break
-            next_alive = []
             if sync:
                 # A run of sync components scores rollout by rollout, as the all-sync path
                 # does: each rollout's parse (JSON, trajectory) is shared by the run.
                 for i in alive:
-                    for comp in segment:
-                        s = comp.reward.check_safe(rollouts[i])  # type: ignore[attr-defined]
-                        per[i][comp.name] = s
-                        if self._stops(comp, s):
-                            stopped[i] = (comp, s)
-                            break
-                    else:
-                        next_alive.append(i)
-                alive = next_alive
-                continue
-            [comp] = segment
-            scores = await comp.reward.score_batch(
-                [rollouts[i] for i in alive], concurrency=concurrency
-            )
-            for i, s in zip(alive, scores, strict=True):
-                per[i][comp.name] = s
-                if self._stops(comp, s):
-                    stopped[i] = (comp, s)
-                else:
-                    next_alive.append(i)
-            alive = next_alive
+                    stopped[i] = self._check_run(segment, rollouts[i], per[i])
+            else:
+                [comp] = segment
+                scores = await comp.reward.score_batch(
+                    [rollouts[i] for i in alive], concurrency=concurrency
+                )
+                for i, s in zip(alive, scores, strict=True):
+                    per[i][comp.name] = s
+                    if self._stops(comp, s):
+                        stopped[i] = (comp, s)
+            alive = [i for i in alive if stopped[i] is None]
         return [self._total(p, stop) for p, stop in zip(per, stopped, strict=True)]
 
     def _stops(self, comp: Component, s: Score) -> bool:
@@ -265,24 +259,18 @@ class Combined(_RewardBase):
         mode = self.mode
         if mode == "cascade":
             return stop[1].steps if stop is not None else stepped[-1][1]
-        if len(stepped) == 1:
-            ((weight, steps),) = stepped
-            if mode == "weighted":
-                return tuple([weight * v for v in steps])
-            if mode == "mean":
-                return tuple([weight * v / (weight or 1.0) for v in steps])
-            return steps
         if len({len(st) for _, st in stepped}) != 1:
             return None
+        if mode == "weighted" or mode == "mean":
+            combined = [0.0] * len(stepped[0][1])
+            for weight, steps in stepped:
+                for t, value in enumerate(steps):
+                    combined[t] += weight * value
+            if mode == "mean":
+                total = sum(w for w, _ in stepped) or 1.0
+                return tuple([v / total for v in combined])
+            return tuple(combined)
         columns = list(zip(*(st for _, st in stepped), strict=True))
-        weights = [w for w, _ in stepped]
-        if mode == "weighted":
-            return tuple(sum(w * v for w, v in zip(weights, col, strict=True)) for col in columns)
-        if mode == "mean":
-            total = sum(weights) or 1.0
-            return tuple(
-                sum(w * v for w, v in zip(weights, col, strict=True)) / total for col in columns
-            )
         if mode == "min":
             return tuple(min(col) for col in columns)
         if mode == "max":
