@@ -91,17 +91,20 @@ def _reward(spec: str | Path | Mapping[str, Any] | Reward | None, *, per_sample:
             "referee's verl entry point needs a spec: set "
             "+reward.custom_reward_function.reward_kwargs={spec: /abs/path/spec.yaml}"
         )
+    source: str | dict[str, Any]
     if isinstance(spec, (str, Path)):
-        key = "path:" + str(Path(spec).expanduser().resolve())
+        source = str(Path(spec).expanduser().resolve())
+        key = source
     elif isinstance(spec, Mapping):
         # An inline spec (Hydra hands a DictConfig) arrives with every sample: loaded once by
         # its content, so a judge keeps its client, cache and concurrency limit.
-        key = "spec:" + json.dumps(_plain(spec), sort_keys=True, default=str)
+        source = _plain(spec)
+        key = json.dumps(source, sort_keys=True, default=str)
     else:
         return _checked(resolve(spec), per_sample=per_sample)
     reward = _loaded.get(key)
     if reward is None:
-        reward = _loaded[key] = resolve(key[5:] if key.startswith("path:") else _plain(spec))
+        reward = _loaded[key] = resolve(source)
     return _checked(reward, per_sample=per_sample)
 
 
@@ -160,18 +163,8 @@ def rollout_from_verl(
 
 def result_keys(reward: Reward) -> list[str]:
     """The keys of every sample's result dict, the same for every sample of a reward."""
-    known = _result_keys.get(id(reward))
-    if known is not None and known[0] is reward:
-        return known[1]
     names = [name for name, _ in top_components(reward) if name != reward.name]
-    keys = ["score", "referee_failed", *(f"referee/{n}" for n in names)]
-    if len(_result_keys) > 64:
-        _result_keys.clear()
-    _result_keys[id(reward)] = (reward, keys)
-    return keys
-
-
-_result_keys: dict[int, tuple[Reward, list[str]]] = {}
+    return ["score", "referee_failed", *(f"referee/{n}" for n in names)]
 
 
 def result_dict(reward: Reward, score: Score, failure_value: float) -> dict[str, float]:
