@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 
 # Before anything imports litellm: its cost map comes from the package, not the internet.
@@ -20,6 +21,12 @@ from referee import Rollout
 # and compiles) is slow, not wrong. Tests never assert times.
 settings.register_profile("referee", deadline=None)
 settings.load_profile("referee")
+
+
+def write_jsonl(path: Path, rows: list[Any]) -> Path:
+    """Write `rows` as JSON Lines at `path`; returns the path."""
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
 
 
 def make(completion: str = "", reference: Any = None, **kw: Any) -> Rollout:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from referee import Rollout
 from referee.backends.distributed import RayReward
 from referee.judges.testing import FakeJudgeServer
 from tests.backends.test_verl import GROUPED, GROUPED_WANT, rank_spec, relative
+from tests.conftest import write_jsonl
 
 
 def test_ray_scores_equal_local_scores_and_keep_groups_whole(local_ray: None) -> None:
@@ -39,7 +39,7 @@ def test_score_command_with_the_ray_engine(tmp_path: Path) -> None:
     rows = [{"id": str(i), "completion": f"\\boxed{{{i % 7}}}", "reference": str(i % 5)}
             for i in range(300)]  # fmt: skip
     source = tmp_path / "in.jsonl"
-    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_jsonl(source, rows)
     spec = tmp_path / "spec.yaml"
     spec.write_text("type: math_answer\n")
     outputs = []

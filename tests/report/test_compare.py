@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from referee.report.compare import Compared, compare
+from tests.conftest import write_jsonl
 
 
 def test_identical_scorings_agree_completely() -> None:
@@ -44,7 +45,7 @@ def test_compare_command_with_two_specs_and_with_two_scored_files(tmp_path: Path
             rows.append({"id": f"{g}-{k}", "group": str(g), "completion": text,
                          "reference": str(g)})  # fmt: skip
     rollouts = tmp_path / "in.jsonl"
-    rollouts.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_jsonl(rollouts, rows)
     strict = tmp_path / "strict.yaml"
     strict.write_text("type: math_answer\nanswer: boxed\n")
     lenient = tmp_path / "lenient.yaml"

@@ -11,6 +11,7 @@ import pytest
 
 from referee.report.diagnostics import ReportRow, build_report
 from referee.report.html import render_html
+from tests.conftest import write_jsonl
 
 
 def test_grpo_signal_length_and_agreement() -> None:
@@ -67,7 +68,7 @@ def write_rollouts(path: Path) -> Path:
                 "completion": "Let me think. " * k + f"\\boxed{{{answer}}}",
                 "reference": str(g), "metadata": {"label": int(answer == g)},
             })  # fmt: skip
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_jsonl(path, rows)
     return path
 
 
@@ -167,7 +168,7 @@ def test_report_command_reads_preferences_from_metadata(tmp_path: Path) -> None:
             rows.append({"id": f"{g}-{k}", "group": str(g), "completion": text,
                          "reference": str(g), "metadata": {"chosen": k == 0}})  # fmt: skip
     rollouts = tmp_path / "in.jsonl"
-    rollouts.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_jsonl(rollouts, rows)
     spec = tmp_path / "spec.yaml"
     spec.write_text("type: math_answer\n")
     data = tmp_path / "r.json"
@@ -196,7 +197,7 @@ def test_steps_flow_from_score_through_report(tmp_path: Path) -> None:
                                           {"role": "assistant", "content": "done"}],
              "metadata": {"tools": tools}} for i in range(3)]  # fmt: skip
     rollouts = tmp_path / "agents.jsonl"
-    rollouts.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_jsonl(rollouts, rows)
     spec = tmp_path / "spec.yaml"
     spec.write_text("type: tool_use\n")
     scored = tmp_path / "scored.jsonl"
@@ -213,7 +214,7 @@ def test_report_on_preference_pairs_gives_the_rewards_pairwise_accuracy(tmp_path
              ("\\boxed{9}", "\\boxed{8}", "9"), ("\\boxed{1}", "\\boxed{2}", "2")]  # fmt: skip
     rows = [{"prompt": "?", "chosen": c, "rejected": r, "reference": ref} for c, r, ref in pairs]
     path = tmp_path / "pairs.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_jsonl(path, rows)
     spec = tmp_path / "spec.yaml"
     spec.write_text("type: math_answer\n")
     data = tmp_path / "r.json"

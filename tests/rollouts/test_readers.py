@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import gzip
-import json
 from pathlib import Path
 from typing import Any
 
@@ -9,11 +8,7 @@ import pytest
 
 from referee.errors import RolloutError
 from referee.rollouts import RowError, RowOk, detect_format, parse_mapping, read_rollouts
-
-
-def write_jsonl(path: Path, rows: list[Any]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
+from tests.conftest import write_jsonl
 
 
 def write_parquet(path: Path, rows: list[dict[str, Any]]) -> Path:

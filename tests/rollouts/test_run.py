@@ -10,6 +10,7 @@ from pathlib import Path
 
 import referee
 from referee.rollouts import score_file
+from tests.conftest import write_jsonl
 
 SPEC = {"type": "exact_match"}
 
@@ -21,7 +22,7 @@ def test_score_file_reads_as_the_cli_does(tmp_path: Path) -> None:
         {"id": "c", "reference": "4"},  # no completion: an error row, not dropped
     ]
     path = tmp_path / "in.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_jsonl(path, rows)
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps(SPEC))
 
