@@ -19,7 +19,13 @@ from referee import __version__
 from referee._aio import run_sync
 from referee.errors import RefereeError
 from referee.registry import lookup, registered_types
-from referee.report.diagnostics import ReportRow, build_report, label_value, preference_value
+from referee.report.diagnostics import (
+    AGREEMENT_STATISTICS,
+    ReportRow,
+    build_report,
+    label_value,
+    preference_value,
+)
 from referee.report.summary import Summary
 from referee.reward import Reward
 from referee.rollouts.jsonl import RowError, RowOk, read_jsonl
@@ -365,9 +371,7 @@ def _print_report(console: Console, result: dict[str, Any]) -> None:
     agreement = result.get("agreement")
     if agreement:
         parts = [
-            f"{k} {_fmt(agreement[k]['value'])}"
-            for k in ("spearman", "kendall_tau", "accuracy", "cohen_kappa")
-            if k in agreement
+            f"{k} {_fmt(agreement[k]['value'])}" for k in AGREEMENT_STATISTICS if k in agreement
         ]
         console.print(f"agreement with {agreement['label']}: " + ", ".join(parts))
     prefs = result.get("preferences")

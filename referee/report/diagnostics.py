@@ -32,7 +32,18 @@ from referee.report.stats import (
     spearman,
 )
 
-__all__ = ["LABEL_KEYS", "PREFERENCE_KEYS", "ReportRow", "build_report", "preference_value"]
+__all__ = [
+    "AGREEMENT_STATISTICS",
+    "LABEL_KEYS",
+    "PREFERENCE_KEYS",
+    "ReportRow",
+    "build_report",
+    "preference_value",
+]
+
+AGREEMENT_STATISTICS = ("spearman", "kendall_tau", "accuracy", "cohen_kappa")
+"""The statistics of agreement with human labels a report may hold, in the order shown
+(accuracy and kappa only for pass/fail labels)."""
 
 LABEL_KEYS = ("label", "human_label", "human_score", "human", "gold_score")
 """Metadata keys read as a human label when no `--label` is given, first found wins."""

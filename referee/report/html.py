@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
+from referee.report.diagnostics import AGREEMENT_STATISTICS
+
 __all__ = ["render_html"]
 
 STYLE = """
@@ -243,7 +245,7 @@ def render_html(report: dict[str, Any], title: str = "referee report") -> str:
     if agreement:
         out.append(f"<h2>Agreement with human labels ({escape(str(agreement['label']))})</h2>"
                    "<table><tr><th>statistic</th><th>value [95% CI]</th></tr>")  # fmt: skip
-        for key in ("spearman", "kendall_tau", "accuracy", "cohen_kappa"):
+        for key in AGREEMENT_STATISTICS:
             if key in agreement:
                 out.append(f"<tr><td>{key}</td><td>{_estimate(agreement[key])}</td></tr>")
         out.append(f"</table><p class='muted'>{agreement['n']} labelled rollouts.</p>")
