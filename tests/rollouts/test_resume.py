@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,6 +42,19 @@ def make_input(path: Path, n: int) -> Path:
 
 def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "referee.cli", "score", *args, "-q", "--batch-size", "50"]
+
+
+def interrupted(
+    command: list[str], partial: Path, past: int, sig: signal.Signals, **popen: Any
+) -> subprocess.Popen[Any]:
+    """Start `command` and send it `sig` once its partial output holds more than `past`
+    bytes."""
+    proc = subprocess.Popen(command, **popen)
+    while not (partial.exists() and partial.stat().st_size > past):
+        time.sleep(0.02)
+        assert proc.poll() is None, "finished before it could be interrupted"
+    proc.send_signal(sig)
+    return proc
 
 
 @pytest.fixture
@@ -93,12 +107,7 @@ def test_a_torn_last_line_is_cut_and_rewritten(
     partial = out.with_name("out.jsonl.partial")
     meta = out.with_name("out.jsonl.partial.json")
     command = cli(str(source), "--spec", str(spec), "-o", str(out), "--resume")
-    proc = subprocess.Popen(command)
-    while not (partial.exists() and partial.stat().st_size > 20_000):
-        time.sleep(0.02)
-        assert proc.poll() is None, "finished before it could be interrupted"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    interrupted(command, partial, 20_000, signal.SIGKILL).wait()
     assert meta.exists()
     with open(partial, "ab") as f:
         f.write(b'{"id": "half a li')  # as if killed mid-write
@@ -113,10 +122,7 @@ def test_ctrl_c_leaves_a_resumable_state(
     out = tmp_path / "out.jsonl"
     partial = out.with_name("out.jsonl.partial")
     command = cli(str(source), "--spec", str(spec), "-o", str(out))
-    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
-    while not (partial.exists() and partial.stat().st_size > 0):
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGINT)
+    proc = interrupted(command, partial, 0, signal.SIGINT, stderr=subprocess.PIPE, text=True)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "--resume" in err
     done = len(partial.read_text().splitlines())
