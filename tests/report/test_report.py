@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,6 +76,17 @@ def write_rollouts(path: Path) -> Path:
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "referee.cli", *args], capture_output=True,
                           text=True, timeout=300)  # fmt: skip
+
+
+def math_report(tmp_path: Path, rows: list[Any]) -> tuple[subprocess.CompletedProcess[str], Any]:
+    """`referee report` on `rows` with a math_answer spec: the run, and its --json report."""
+    rollouts = write_jsonl(tmp_path / "in.jsonl", rows)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("type: math_answer\n")
+    data = tmp_path / "r.json"
+    run = cli("report", str(rollouts), "--spec", str(spec), "--json", str(data))
+    assert run.returncode == 0, run.stderr
+    return run, json.loads(data.read_text())
 
 
 def test_report_command_on_a_scored_file(tmp_path: Path) -> None:
@@ -167,15 +179,9 @@ def test_report_command_reads_preferences_from_metadata(tmp_path: Path) -> None:
         for k, text in enumerate([f"\\boxed{{{g}}}", "\\boxed{-1}"]):
             rows.append({"id": f"{g}-{k}", "group": str(g), "completion": text,
                          "reference": str(g), "metadata": {"chosen": k == 0}})  # fmt: skip
-    rollouts = tmp_path / "in.jsonl"
-    write_jsonl(rollouts, rows)
-    spec = tmp_path / "spec.yaml"
-    spec.write_text("type: math_answer\n")
-    data = tmp_path / "r.json"
-    run = cli("report", str(rollouts), "--spec", str(spec), "--json", str(data))
-    assert run.returncode == 0, run.stderr
+    run, report = math_report(tmp_path, rows)
     assert "pairwise accuracy 1" in run.stdout
-    assert json.loads(data.read_text())["preferences"]["key"] == "chosen"
+    assert report["preferences"]["key"] == "chosen"
 
 
 def test_per_step_rewards_by_position() -> None:
@@ -213,13 +219,6 @@ def test_report_on_preference_pairs_gives_the_rewards_pairwise_accuracy(tmp_path
     pairs = [("\\boxed{4}", "\\boxed{5}", "4"), ("\\boxed{6}", "7", "6"),
              ("\\boxed{9}", "\\boxed{8}", "9"), ("\\boxed{1}", "\\boxed{2}", "2")]  # fmt: skip
     rows = [{"prompt": "?", "chosen": c, "rejected": r, "reference": ref} for c, r, ref in pairs]
-    path = tmp_path / "pairs.jsonl"
-    write_jsonl(path, rows)
-    spec = tmp_path / "spec.yaml"
-    spec.write_text("type: math_answer\n")
-    data = tmp_path / "r.json"
-    run = cli("report", str(path), "--spec", str(spec), "--json", str(data))
-    assert run.returncode == 0, run.stderr
-    prefs = json.loads(data.read_text())["preferences"]
+    prefs = math_report(tmp_path, rows)[1]["preferences"]
     assert prefs["key"] == "preferred" and prefs["groups"] == 4
     assert prefs["pairwise_accuracy"]["value"] == 0.75
