@@ -32,8 +32,7 @@ from referee.rollouts.jsonl import RowError, RowOk, read_jsonl
 from referee.rollouts.readers import FORMATS, Format, parse_mapping, read_rollouts, rows_of
 from referee.rollouts.run import (
     DEFAULT_BATCH_SIZE,
-    ScoreRun,
-    dump_row,
+    score_file,
     score_rows,
     score_to_path,
 )
@@ -102,28 +101,6 @@ def _progress(path: Path, console: Console, quiet: bool) -> Iterator[Callable[[i
         yield lambda n: progress.advance(task, n)
 
 
-def _score_stdout(
-    path: Path, rows: Iterable[RowOk | RowError], reward: Reward, console: Console, quiet: bool,
-    batch_size: int, concurrency: int | None,
-) -> ScoreRun:  # fmt: skip
-    def write(row: dict[str, Any]) -> None:
-        sys.stdout.write(dump_row(row))
-        sys.stdout.write("\n")
-
-    with _progress(path, console, quiet) as advance:
-        return run_sync(
-            score_rows(
-                rows,
-                reward,
-                write,
-                source=str(path),
-                batch_size=batch_size,
-                concurrency=concurrency,
-                on_progress=advance,
-            )
-        )
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="referee")
 def main() -> None:
@@ -186,12 +163,15 @@ def score(
         raise click.UsageError("--resume needs --output: the run continues into that file")
     try:
         mapping = parse_mapping(maps)
-        rows = read_rollouts(rollouts, format=format_, mapping=mapping)
         kept = 0
-        if output is None:
-            run = _score_stdout(rollouts, rows, reward, err, quiet, batch_size, concurrency)
-        else:
-            with _progress(rollouts, err, quiet) as advance:
+        with _progress(rollouts, err, quiet) as advance:
+            if output is None:
+                run = score_file(
+                    rollouts, reward, sys.stdout, format=format_, mapping=mapping,
+                    batch_size=batch_size, concurrency=concurrency, on_progress=advance,
+                )  # fmt: skip
+            else:
+                rows = read_rollouts(rollouts, format=format_, mapping=mapping)
                 run, kept = score_to_path(
                     rollouts, rows, reward, output, spec_text=Path(spec).read_text(),
                     options={"format": format_, "map": mapping}, resume=resume,

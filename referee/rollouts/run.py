@@ -58,6 +58,16 @@ def dump_row(row: dict[str, Any]) -> str:
         return json.dumps(_finite(row), ensure_ascii=False, allow_nan=False)
 
 
+def row_writer(stream: IO[str]) -> Callable[[dict[str, Any]], None]:
+    """A `write` for `score_rows`: each output row as one JSON line on `stream`."""
+
+    def write(row: dict[str, Any]) -> None:
+        stream.write(dump_row(row))
+        stream.write("\n")
+
+    return write
+
+
 def _error_score(row: RowError, source: str) -> Score:
     where = f"{source}:{row.line}"
     return Score(
@@ -136,16 +146,11 @@ def score_file(
         OSError: The input cannot be opened.
         RolloutError: The format cannot be detected or the mapping is malformed.
     """
-
-    def write(row: dict[str, Any]) -> None:
-        out.write(dump_row(row))
-        out.write("\n")
-
     return run_sync(
         score_rows(
             read_rollouts(path, format=format, mapping=mapping),
             reward,
-            write,
+            row_writer(out),
             source=str(path),
             batch_size=batch_size,
             concurrency=concurrency,
@@ -248,16 +253,11 @@ def score_to_path(
     if on_progress is not None and skipped_bytes:
         on_progress(skipped_bytes)
     with open(partial, "a", encoding="utf-8") as stream:
-
-        def write(row: dict[str, Any]) -> None:
-            stream.write(dump_row(row))
-            stream.write("\n")
-
         run_sync(
             score_rows(
                 rows_iter,
                 reward,
-                write,
+                row_writer(stream),
                 source=str(source),
                 batch_size=batch_size,
                 concurrency=concurrency,
