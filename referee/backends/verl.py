@@ -51,10 +51,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from referee._aio import run_sync
 from referee.backends._common import decode_json_text, needs_groups, resolve, top_components
 from referee.errors import MissingDependency, SpecError
-from referee.reward import Reward, is_sync
+from referee.reward import Reward
+from referee.reward import score as score_rollouts
 from referee.rollout import Rollout
 from referee.score import Score
 
@@ -202,8 +202,7 @@ def compute_score(
     Extra keyword arguments verl adds (``reward_router_address`` and the like) are ignored.
     """
     reward, rollout = _sample(spec, data_source, solution_str, ground_truth, extra_info)
-    sync = is_sync(reward)
-    score = reward.check_safe(rollout) if sync else run_sync(reward.score(rollout))  # type: ignore[attr-defined]
+    [score] = score_rollouts(reward, [rollout])
     return result_dict(reward, score, failure_value)
 
 
@@ -362,7 +361,7 @@ class RefereeRewardManager(AbstractRewardManager):
             rollouts.append(rollout)
             lengths.append(length)
             all_spans.append(spans)
-        scores = run_sync(self.reward.score_batch(rollouts))
+        scores = score_rollouts(self.reward, rollouts)
         reward_tensor = torch.zeros_like(data.batch["responses"], dtype=torch.float32)
         extra: dict[str, list[float]] = {k: [] for k in result_keys(self.reward)}
         for i, (score, length) in enumerate(zip(scores, lengths, strict=True)):
