@@ -35,6 +35,7 @@ from pydantic import ValidationError
 from referee.backends._common import decode_json_text, resolve, top_components
 from referee.errors import MissingDependency
 from referee.reward import Reward, is_sync
+from referee.reward import score as score_rollouts
 from referee.rollout import Rollout
 from referee.score import Score
 
@@ -148,8 +149,7 @@ class RewardService:
             async with self._slots:
                 if self._sync:
                     # A CPU-bound batch runs off the event loop, so /health still answers.
-                    check = self.reward.check_safe  # type: ignore[attr-defined]
-                    return await asyncio.to_thread(lambda: [check(r) for r in rollouts])
+                    return await asyncio.to_thread(score_rollouts, self.reward, rollouts)
                 return await self.reward.score_batch(rollouts, concurrency=self.concurrency)
         finally:
             self.in_flight -= 1

@@ -45,10 +45,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from referee._aio import run_sync
 from referee.backends._common import component_value, needs_groups, resolve, top_components
 from referee.errors import RolloutError
 from referee.reward import Reward, is_sync
+from referee.reward import score as score_rollouts
 from referee.rollout import Rollout
 from referee.score import Score
 
@@ -216,10 +216,7 @@ class _Scorer:
         return [Score.from_dict(d) for d in (payload[0] or [])[start : start + sizes[rank]]]
 
     def _score_local(self, rollouts: list[Rollout]) -> list[Score]:
-        if self.sync:
-            check = self.reward.check_safe  # type: ignore[attr-defined]
-            return [check(r) for r in rollouts]
-        return run_sync(self.reward.score_batch(rollouts, concurrency=self.concurrency))
+        return score_rollouts(self.reward, rollouts, concurrency=self.concurrency)
 
     def score(self, completions: Sequence[Any], build: Callable[[], list[Rollout]]) -> list[Score]:
         """The batch's scores, computed once however many functions ask for them."""
