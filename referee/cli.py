@@ -196,6 +196,15 @@ def score(
             console.print(f"wrote {run.summary.rows} rows to {output}")
 
 
+def _output_rows(
+    items: list[RowOk | RowError], reward: Reward, source: Path
+) -> list[dict[str, Any]]:
+    """The rows `referee score` would write for `items`, in memory."""
+    out: list[dict[str, Any]] = []
+    run_sync(score_rows(items, reward, out.append, source=str(source)))
+    return out
+
+
 def _report_rows(
     items: Iterable[RowOk | RowError],
     scores: Iterable[dict[str, Any]],
@@ -300,11 +309,7 @@ def report(
         if spec is not None:
             reward = _load_spec(spec)
             items = list(read_rollouts(scored, format=format_, mapping=mapping))
-            runs = []
-            for _ in range(repeat):
-                out: list[dict[str, Any]] = []
-                run_sync(score_rows(items, reward, out.append, source=str(scored)))
-                runs.append(out)
+            runs = [_output_rows(items, reward, scored) for _ in range(repeat)]
             repeats = [[r.get("reward") for r in run] for run in runs]
             rows, found, found_pref = _report_rows(items, runs[0], label, preference)
         elif rollouts is not None:
@@ -408,12 +413,7 @@ def compare(
     try:
         if rollouts is not None:
             items = list(read_rollouts(rollouts, format=format_, mapping=parse_mapping(maps)))
-            sides = []
-            for spec in (a, b):
-                out: list[dict[str, Any]] = []
-                run_sync(score_rows(items, _load_spec(spec), out.append, source=str(rollouts)))
-                sides.append(out)
-            rows_a, rows_b = sides
+            rows_a, rows_b = (_output_rows(items, _load_spec(spec), rollouts) for spec in (a, b))
         else:
             rows_a, rows_b = list(_scored_rows(Path(a))), list(_scored_rows(Path(b)))
     except RefereeError as exc:
