@@ -161,6 +161,30 @@ def _with_completion(gold: Rollout, name: str, text: str) -> Rollout:
     return gold.model_copy(update={"id": f"{gold.id}:probe:{name}", "completion": completion})
 
 
+async def _golds(
+    reward: Reward, rollouts: Sequence[Rollout], limit: int
+) -> list[tuple[Rollout, list[Rollout], float]]:
+    """The best-scored attempt (its reward above 0) of the first `limit` groups that have one,
+    with the group's other attempts. Groups are scored `limit` at a time, as far as finding
+    them needs: a judge is not paid for the rest of a large file."""
+    groups = group_indices(rollouts)
+    golds: list[tuple[Rollout, list[Rollout], float]] = []
+    for start in range(0, len(groups), max(limit, 1)):
+        chunk = groups[start : start + max(limit, 1)]
+        scores = await reward.score_batch([rollouts[i] for g in chunk for i in g])
+        at = 0
+        for indices in chunk:
+            mine = dict(zip(indices, scores[at : at + len(indices)], strict=True))
+            at += len(indices)
+            best = max(indices, key=lambda i: _rank(mine[i]))
+            value = mine[best].value
+            if value is not None and value > 0:
+                golds.append((rollouts[best], [rollouts[i] for i in indices if i != best], value))
+            if len(golds) >= limit:
+                return golds
+    return golds
+
+
 async def run_probes(
     reward: Reward,
     rollouts: Sequence[Rollout],
@@ -177,15 +201,7 @@ async def run_probes(
     when the share of gold answers it is flagged on exceeds `max_share`.
     """
     probes = [p for p in PROBES if only is None or p.name in only]
-    scores = await reward.score_batch(list(rollouts))
-    golds: list[tuple[Rollout, list[Rollout], float]] = []
-    for indices in group_indices(rollouts):
-        best = max(indices, key=lambda i: _rank(scores[i]))
-        value = scores[best].value
-        if value is not None and value > 0:
-            golds.append((rollouts[best], [rollouts[i] for i in indices if i != best], value))
-        if len(golds) >= limit:
-            break
+    golds = await _golds(reward, rollouts, limit)
     grouped = needs_groups(reward)
     results: dict[str, dict[str, Any]] = {}
     for probe in probes:

@@ -124,3 +124,22 @@ def test_no_gold_means_nothing_to_probe(only: list[str] | None) -> None:
     result = probes(referee.load({"type": "exact_match"}), [Rollout(completion="a", reference="b")],
                     only=only)  # fmt: skip
     assert result["golds"] == 0 and result["failed"] == []
+
+
+def test_only_the_groups_needed_for_the_golds_are_scored() -> None:
+    """On a large file a judge should not be paid for groups past `limit` golds."""
+    seen: list[str] = []
+
+    class Counting(referee.CheckReward):
+        name = "counting"
+
+        def check(self, rollout: Rollout) -> float:
+            if not rollout.id.count(":probe:"):
+                seen.append(rollout.id)
+            return 1.0 if rollout.completion == "42" else 0.0
+
+    rollouts = [Rollout(id=f"{g}-{k}", group=str(g), completion="42" if k == 0 else "7",
+                        reference="42") for g in range(20) for k in range(3)]  # fmt: skip
+    result = probes(Counting(), rollouts, limit=2, only=["empty"])
+    assert result["golds"] == 2
+    assert {s.split("-")[0] for s in seen} == {"0", "1"}  # groups 2..19 never scored
