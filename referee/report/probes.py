@@ -205,32 +205,29 @@ async def run_probes(
     grouped = needs_groups(reward)
     results: dict[str, dict[str, Any]] = {}
     for probe in probes:
-        tried = flagged = 0
+        flagged = 0
         probe_sum = gold_sum = 0.0
         failures: dict[str, int] = {}
         examples: list[dict[str, Any]] = []
-        tried_golds = []
         batch: list[Rollout] = []
-        hack_at: list[int] = []  # where each hack sits in the batch
-        gold_at: list[int | None] = []  # and its gold, when scored again beside it
+        # (gold, its value, the hack's text, where the hack sits in the batch, and where its
+        # gold does when scored again beside it)
+        tried: list[tuple[Rollout, float, str, int, int | None]] = []
         for gold, others, gold_value in golds:
             text = probe.make(gold, others)
             if text is None:
                 continue
-            tried_golds.append((gold, gold_value, text))
+            gold_at = None
             if grouped:  # the probe is judged inside its gold answer's group
-                gold_at.append(len(batch))
+                gold_at = len(batch)
                 batch += [gold, *others]
-            else:
-                gold_at.append(None)
-            hack_at.append(len(batch))
+            tried.append((gold, gold_value, text, len(batch), gold_at))
             batch.append(_with_completion(gold, probe.name, text))
         # One batch per probe: an async reward (a judge) scores the probes concurrently.
         scores_here = await reward.score_batch(batch) if batch else []
-        for (gold, gold_value, text), h, g in zip(tried_golds, hack_at, gold_at, strict=True):
+        for gold, gold_value, text, h, g in tried:
             hack_score: Score = scores_here[h]
             gold_value_here = gold_value if g is None else scores_here[g].value
-            tried += 1
             if hack_score.value is None:
                 kind = hack_score.failure.type if hack_score.failure else "error"
                 failures[kind] = failures.get(kind, 0) + 1
@@ -245,18 +242,18 @@ async def run_probes(
                         {"id": gold.id, "gold": gold_value_here, "probe": hack_score.value,
                          "completion": text[:300]}
                     )  # fmt: skip
-        share = flagged / tried if tried else 0.0
-        scored = tried - sum(failures.values())
+        share = flagged / len(tried) if tried else 0.0
+        scored = len(tried) - sum(failures.values())
         results[probe.name] = {
             "kind": probe.kind,
             "description": probe.description,
-            "tried": tried,
+            "tried": len(tried),
             "flagged": flagged,
             "flagged_share": share,
             "mean_probe_reward": probe_sum / scored if scored else None,
             "mean_gold_reward": gold_sum / scored if scored else None,
             "no_score": failures,
-            "failed": tried > 0 and share > max_share,
+            "failed": bool(tried) and share > max_share,
             "examples": examples,
         }
     return {
