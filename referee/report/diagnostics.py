@@ -297,15 +297,20 @@ def build_report(
 def label_value(metadata: Mapping[str, Any], key: str | None) -> tuple[str | None, float | None]:
     """The human label in a rollout's metadata (the named key, or the first of LABEL_KEYS),
     as a number (booleans as 0/1); (key, None) where it is absent or not a number."""
-    keys = [key] if key is not None else [k for k in LABEL_KEYS if k in metadata]
-    if not keys:
-        return None, None
-    value = metadata.get(keys[0])
+    found = _key_of(metadata, key, LABEL_KEYS)
+    value = metadata.get(found) if found is not None else None
     if isinstance(value, bool):
-        return keys[0], float(value)
+        return found, float(value)
     if isinstance(value, (int, float)) and math.isfinite(value):
-        return keys[0], float(value)
-    return keys[0], None
+        return found, float(value)
+    return found, None
+
+
+def _key_of(metadata: Mapping[str, Any], key: str | None, known: Sequence[str]) -> str | None:
+    """The metadata key to read: the one named, else the first of `known` present."""
+    if key is not None:
+        return key
+    return next((k for k in known if k in metadata), None)
 
 
 def preference_value(
@@ -313,8 +318,6 @@ def preference_value(
 ) -> tuple[str | None, bool | None]:
     """The human preference flag in a rollout's metadata (the named key, or the first of
     PREFERENCE_KEYS): (key, True/False), or (key, None) where it is absent or not a bool."""
-    keys = [key] if key is not None else [k for k in PREFERENCE_KEYS if k in metadata]
-    if not keys:
-        return None, None
-    value = metadata.get(keys[0])
-    return keys[0], value if isinstance(value, bool) else None
+    found = _key_of(metadata, key, PREFERENCE_KEYS)
+    value = metadata.get(found) if found is not None else None
+    return found, value if isinstance(value, bool) else None
