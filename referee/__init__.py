@@ -35,14 +35,18 @@ from referee.errors import (
     SpecError,
     VerifierTimeout,
 )
+from referee.function import reward
 from referee.registry import register, registered_types
 from referee.reward import (
     AsyncReward,
     CheckReward,
+    Composite,
     GroupReward,
     GroupRewardBase,
+    Part,
     Reward,
-    reward,
+    RewardBase,
+    SyncReward,
     score,
 )
 from referee.rollout import Message, Rollout, ToolCall
@@ -56,19 +60,23 @@ __all__ = [
     "CheckReward",
     "Combined",
     "Component",
+    "Composite",
     "Failure",
     "GroupReward",
     "GroupRewardBase",
     "Message",
     "MissingDependency",
     "NotApplicable",
+    "Part",
     "RefereeError",
     "Reward",
+    "RewardBase",
     "RewardError",
     "Rollout",
     "RolloutError",
     "Score",
     "SpecError",
+    "SyncReward",
     "ToolCall",
     "Transform",
     "VerifierTimeout",

@@ -21,9 +21,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from typing import Literal, TypeAlias, cast
 
-from referee.reward import Reward, _RewardBase, is_sync
+from referee.reward import Part, Reward, RewardBase, SyncReward, is_sync
 from referee.rollout import Rollout
 from referee.score import Failure, Score
 
@@ -78,7 +78,7 @@ class Component:
 
 
 @dataclass(kw_only=True)
-class Combined(_RewardBase):
+class Combined(RewardBase):
     """A reward computed from named component rewards (see the module docstring)."""
 
     components: list[Component]
@@ -108,12 +108,17 @@ class Combined(_RewardBase):
         if self.mode in ("weighted", "mean") and self._total_weight <= 0:
             raise ValueError(f"{self.name}: the weights of a {self.mode} combination sum to 0")
 
+    def children(self) -> Sequence[Part]:
+        return [Part(c.name, c.reward, c.weight, reported=True) for c in self.components]
+
     @property
     def is_sync(self) -> bool:
         return self._sync
 
-    def check_safe(self, rollout: Rollout) -> Score:
-        """Score one rollout inline, component after component (sync components only)."""
+    def score_sync(self, rollout: Rollout) -> Score:
+        """Score one rollout, component after component (inline when every one is sync)."""
+        if not self._sync:
+            return super().score_sync(rollout)
         per: dict[str, Score] = {}
         return self._total(per, self._check_run(self.components, rollout, per))
 
@@ -123,7 +128,7 @@ class Combined(_RewardBase):
         """Score one rollout with sync components in order, into `per`; the (component,
         score) that stopped it, if one did."""
         for comp in run:
-            s = comp.reward.check_safe(rollout)  # type: ignore[attr-defined]
+            s = cast(SyncReward, comp.reward).score_sync(rollout)
             per[comp.name] = s
             if self._stops(comp, s):
                 return comp, s
@@ -138,7 +143,7 @@ class Combined(_RewardBase):
         if self._sync:
             # Rollout by rollout: no per-component lists, and a completion parsed by one
             # component is still in the parse cache when the next one asks for it.
-            check = self.check_safe
+            check = self.score_sync
             return [check(r) for r in rollouts]
         per: list[dict[str, Score]] = [{} for _ in rollouts]
         stopped: list[tuple[Component, Score] | None] = [None] * len(rollouts)
@@ -304,7 +309,7 @@ def _wrap_failure(s: Score, component: str) -> Failure:
 
 
 @dataclass(kw_only=True)
-class Transform(_RewardBase):
+class Transform(RewardBase):
     """A reward's value scaled, shifted and clipped: ``clip(value * scale + offset, low, high)``.
 
     The inner reward's components are reported unchanged; a None stays None.
@@ -317,12 +322,18 @@ class Transform(_RewardBase):
     high: float | None = None
     name: str = "transform"
 
+    def children(self) -> Sequence[Part]:
+        return [Part(self.reward.name, self.reward)]
+
     @property
     def is_sync(self) -> bool:
         return is_sync(self.reward)
 
-    def check_safe(self, rollout: Rollout) -> Score:
-        return self._apply(self.reward.check_safe(rollout))  # type: ignore[attr-defined]
+    def score_sync(self, rollout: Rollout) -> Score:
+        inner = self.reward
+        if not is_sync(inner):
+            return super().score_sync(rollout)
+        return self._apply(inner.score_sync(rollout))
 
     def __post_init__(self) -> None:
         if self.low is not None and self.high is not None and self.low > self.high:

@@ -1,6 +1,25 @@
-"""The `Reward` and `GroupReward` protocols, their base classes, and the `@reward` decorator.
+"""What a reward is: the `Reward` protocols, the base classes that implement them, and walks.
 
-A reward turns a `Rollout` into a `Score`. Three ways to write one:
+A reward turns a `Rollout` into a `Score`. Scoring has one naming scheme, the same on every
+reward, built-in or yours:
+
+===============  ====================  ==========================  ====================
+                 one rollout           many rollouts               one group
+===============  ====================  ==========================  ====================
+async            ``score(r)``          ``score_batch(rs)``         ``score_group(rs)``
+sync             ``score_sync(r)``     ``score_batch_sync(rs)``    (none)
+you implement    ``check(r)`` (`CheckReward`), ``evaluate(r)`` (`AsyncReward`),
+                 ``evaluate_group(rs)`` (`GroupRewardBase`)
+===============  ====================  ==========================  ====================
+
+`referee.score(reward, rollouts)` is ``score_batch_sync`` for any reward. The ``_sync``
+methods block; on a reward whose `is_sync` is true they never touch an event loop (so they
+are safe inside a running one, and cost no task per rollout): that is the fast path
+combinations, the CLI and the trainers take. A reward of your own gets that fast path by
+satisfying `SyncReward` (an ``is_sync`` property and ``score_sync``), whether or not it
+subclasses a referee base class.
+
+Three ways to write one:
 
 - subclass `CheckReward` and implement `check(rollout)` for CPU-bound checks (JSON, math,
   string matching): plain synchronous code, wrapped once into the async protocol;
@@ -9,21 +28,22 @@ A reward turns a `Rollout` into a `Score`. Three ways to write one:
 - subclass `GroupRewardBase` and implement `async evaluate_group(rollouts)` for rewards that
   compare the attempts at one prompt;
 
-or decorate a function with `@reward`. In every case an exception raised while scoring one
-rollout becomes a `Failure` on that rollout's `Score`; it never escapes into the training loop
-and is never turned into 0.
+or decorate a function with `referee.reward`. In every case an exception raised while scoring
+one rollout becomes a `Failure` on that rollout's `Score`; it never escapes into the training
+loop and is never turned into 0.
+
+A reward made of rewards (a combination, a transform, `final_answer`) says what it contains
+with `children()`, a sequence of `Part`; `walk`, `needs_groups` and `top_components` answer
+questions about the whole tree from that one method, for built-in and user composites alike.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import inspect
 import logging
-import sys
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, ClassVar, Protocol, TypeAlias, overload, runtime_checkable
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from typing import Any, ClassVar, NamedTuple, Protocol, TypeAlias, TypeGuard, runtime_checkable
 
 from pydantic import ConfigDict
 
@@ -36,12 +56,20 @@ __all__ = [
     "DEFAULT_CONCURRENCY",
     "AsyncReward",
     "CheckReward",
+    "Composite",
     "GroupReward",
     "GroupRewardBase",
+    "Part",
     "Reward",
+    "RewardBase",
     "RewardResult",
-    "reward",
+    "SyncReward",
+    "group_indices",
+    "is_sync",
+    "needs_groups",
     "score",
+    "top_components",
+    "walk",
 ]
 
 logger = logging.getLogger("referee")
@@ -51,6 +79,9 @@ DEFAULT_CONCURRENCY = 64
 
 RewardResult: TypeAlias = Score | float | bool | None
 """What a reward function may return: a Score, a number, a bool (1.0/0.0), or None (no score)."""
+
+
+# --- the protocols -------------------------------------------------------------------------
 
 
 @runtime_checkable
@@ -78,6 +109,79 @@ class GroupReward(Reward, Protocol):
     async def score_group(self, rollouts: Sequence[Rollout]) -> list[Score]:
         """Score one group of attempts; one Score per rollout, in order."""
         ...
+
+
+@runtime_checkable
+class SyncReward(Reward, Protocol):
+    """A reward that can score without waiting: the fast path of combinations and backends."""
+
+    @property
+    def is_sync(self) -> bool:
+        """True when `score_sync` never waits (a composite: when all its parts are sync)."""
+        ...
+
+    def score_sync(self, rollout: Rollout) -> Score:
+        """Score one rollout, blocking; never raises for a problem with the rollout."""
+        ...
+
+
+class Part(NamedTuple):
+    """One reward inside a composite one.
+
+    Attributes:
+        name: The part's name.
+        reward: The reward.
+        weight: Its weight in the parent's total (1.0 where the parent does not weigh).
+        reported: Whether the parent's `Score.components` carries this part's value under
+            `name` (a combination's components do; a transform's inner reward does not).
+    """
+
+    name: str
+    reward: Reward
+    weight: float = 1.0
+    reported: bool = False
+
+
+@runtime_checkable
+class Composite(Protocol):
+    """A reward made of rewards: it says which, so one walk can see the whole tree."""
+
+    def children(self) -> Sequence[Part]:
+        """The rewards inside this one, in the order they run."""
+        ...
+
+
+# --- questions about a reward tree ---------------------------------------------------------
+
+
+def is_sync(reward: object) -> TypeGuard[SyncReward]:
+    """Whether `reward` scores inline with `score_sync` (no waiting anywhere inside it)."""
+    return isinstance(reward, SyncReward) and reward.is_sync
+
+
+def walk(reward: Reward) -> Iterator[Reward]:
+    """The reward and every reward inside it, depth first, parents before their parts."""
+    yield reward
+    if isinstance(reward, Composite):
+        for part in reward.children():
+            yield from walk(part.reward)
+
+
+def needs_groups(reward: Reward) -> bool:
+    """Whether any part of the reward, however deep, compares the attempts of a group."""
+    return any(isinstance(r, GroupReward) for r in walk(reward))
+
+
+def top_components(reward: Reward) -> list[tuple[str, float]]:
+    """Names and weights of the components a reward reports; ``[(name, 1.0)]`` if none."""
+    if isinstance(reward, Composite):
+        parts = [(p.name, p.weight) for p in reward.children() if p.reported]
+        if parts:
+            return parts
+    return [(reward.name, 1.0)]
+
+
+# --- results -------------------------------------------------------------------------------
 
 
 def coerce_result(result: object, where: str) -> Score:
@@ -110,13 +214,20 @@ def failure_from_exception(exc: Exception, where: str) -> Score:
     return Score.failed("error", message, where)
 
 
-class _RewardBase(ABC):
-    """Shared by the base classes: naming, pickling of compiled state, the sync entry point."""
+# --- the base classes ----------------------------------------------------------------------
+
+
+class RewardBase(ABC):
+    """What referee's base classes share: pickling of compiled state, the sync entry points,
+    and `children` (none, unless a composite says otherwise). Subclass it directly for a
+    reward that is neither a check, an async evaluation nor a group reward (a wrapper)."""
 
     name: str
     # Spec options are validated by pydantic against the reward's dataclass fields: an unknown
-    # option is an error, not silently dropped.
-    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid")
+    # option is an error, not silently dropped. Fields typed `Reward` hold rewards.
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(
+        extra="forbid", arbitrary_types_allowed=True
+    )
 
     def __getstate__(self) -> dict[str, Any]:
         # Compiled state (validators, regexes, caches) lives in attributes starting with "_"
@@ -129,26 +240,35 @@ class _RewardBase(ABC):
         if post_init is not None:
             post_init()
 
+    def children(self) -> Sequence[Part]:
+        """The rewards inside this one (none for a plain reward)."""
+        return ()
+
     @property
     def is_sync(self) -> bool:
-        """True when scoring never waits: then `check_safe(rollout)` scores inline."""
+        """True when scoring never waits: then `score_sync(rollout)` scores inline."""
         return False
 
-    def check_safe(self, rollout: Rollout) -> Score:
-        """Score one rollout synchronously; only for rewards whose `is_sync` is true."""
-        raise TypeError(f"{type(self).__name__} {self.name!r} scores asynchronously")
+    @abstractmethod
+    async def score(self, rollout: Rollout) -> Score: ...
 
     @abstractmethod
     async def score_batch(
         self, rollouts: Sequence[Rollout], *, concurrency: int | None = None
     ) -> list[Score]: ...
 
-    def score_sync(self, rollouts: Sequence[Rollout]) -> list[Score]:
-        """Synchronous `score_batch`, for scripts."""
-        return run_sync(self.score_batch(rollouts))
+    def score_sync(self, rollout: Rollout) -> Score:
+        """Score one rollout, blocking (inline where `is_sync`, else on an event loop)."""
+        return run_sync(self.score(rollout))
+
+    def score_batch_sync(
+        self, rollouts: Sequence[Rollout], *, concurrency: int | None = None
+    ) -> list[Score]:
+        """Score many rollouts, blocking: `score_batch` for plain scripts."""
+        return score(self, rollouts, concurrency=concurrency)
 
 
-class CheckReward(_RewardBase):
+class CheckReward(RewardBase):
     """Base class of CPU-bound rewards: implement `check(rollout)`; it runs inline, no threads.
 
     `score_batch` is a plain loop: for deterministic checks, event-loop tasks would cost more
@@ -163,7 +283,7 @@ class CheckReward(_RewardBase):
     def is_sync(self) -> bool:
         return True
 
-    def check_safe(self, rollout: Rollout) -> Score:
+    def score_sync(self, rollout: Rollout) -> Score:
         """`check`, with exceptions and bad values turned into Failures."""
         try:
             return coerce_result(self.check(rollout), self.name)
@@ -171,12 +291,12 @@ class CheckReward(_RewardBase):
             return failure_from_exception(exc, self.name)
 
     async def score(self, rollout: Rollout) -> Score:
-        return self.check_safe(rollout)
+        return self.score_sync(rollout)
 
     async def score_batch(
         self, rollouts: Sequence[Rollout], *, concurrency: int | None = None
     ) -> list[Score]:
-        check = self.check_safe
+        check = self.score_sync
         return [check(r) for r in rollouts]
 
 
@@ -195,8 +315,12 @@ async def gather_bounded(
     return list(await asyncio.gather(*(one(r) for r in rollouts)))
 
 
-class AsyncReward(_RewardBase):
-    """Base class of rewards that wait on something: implement `async evaluate(rollout)`."""
+class AsyncReward(RewardBase):
+    """Base class of rewards that wait on something: implement `async evaluate(rollout)`.
+
+    Attributes:
+        concurrency: Rollouts scored at once by `score_batch` when the caller does not say.
+    """
 
     concurrency: int = DEFAULT_CONCURRENCY
 
@@ -238,8 +362,12 @@ def group_indices(rollouts: Sequence[Rollout]) -> list[list[int]]:
     return order
 
 
-class GroupRewardBase(_RewardBase):
-    """Base class of group rewards: implement `async evaluate_group(rollouts)`."""
+class GroupRewardBase(RewardBase):
+    """Base class of group rewards: implement `async evaluate_group(rollouts)`.
+
+    Attributes:
+        concurrency: Groups scored at once by `score_batch` when the caller does not say.
+    """
 
     concurrency: int = DEFAULT_CONCURRENCY
 
@@ -283,102 +411,7 @@ class GroupRewardBase(_RewardBase):
         return out  # type: ignore[return-value]
 
 
-# --- the decorator -------------------------------------------------------------------------
-
-
-class _FunctionPickling:
-    """Pickle a decorated module-level function by reference, like the function itself."""
-
-    fn: Callable[[Rollout], Any]
-    name: str
-
-    def __reduce__(self) -> str | tuple[Any, ...]:
-        module = sys.modules.get(self.fn.__module__)
-        target: object = module
-        for part in self.fn.__qualname__.split("."):
-            target = getattr(target, part, None)
-        if target is self:
-            return self.fn.__qualname__
-        return (type(self), (self.fn, self.name))
-
-
-class FunctionReward(_FunctionPickling, CheckReward):
-    """A synchronous function of a rollout, as a Reward (made by `@reward`)."""
-
-    def __init__(self, fn: Callable[[Rollout], RewardResult], name: str | None = None) -> None:
-        self.fn = fn
-        self.name = name or fn.__name__
-        functools.update_wrapper(self, fn)
-
-    def check(self, rollout: Rollout) -> RewardResult:
-        result: RewardResult = self.fn(rollout)
-        return result
-
-    def __call__(self, rollout: Rollout) -> RewardResult:
-        return self.check(rollout)
-
-
-class AsyncFunctionReward(_FunctionPickling, AsyncReward):
-    """An async function of a rollout, as a Reward (made by `@reward`)."""
-
-    def __init__(
-        self, fn: Callable[[Rollout], Awaitable[RewardResult]], name: str | None = None
-    ) -> None:
-        self.fn = fn
-        self.name = name or fn.__name__
-        functools.update_wrapper(self, fn)
-
-    async def evaluate(self, rollout: Rollout) -> RewardResult:
-        result: RewardResult = await self.fn(rollout)
-        return result
-
-    def __call__(self, rollout: Rollout) -> Awaitable[RewardResult]:
-        return self.evaluate(rollout)
-
-
-RewardFunction: TypeAlias = Callable[[Rollout], RewardResult | Awaitable[RewardResult]]
-
-
-@overload
-def reward(fn: RewardFunction, /) -> FunctionReward | AsyncFunctionReward: ...
-@overload
-def reward(
-    *, name: str | None = None
-) -> Callable[[RewardFunction], FunctionReward | AsyncFunctionReward]: ...
-def reward(
-    fn: RewardFunction | None = None, /, *, name: str | None = None
-) -> (
-    FunctionReward
-    | AsyncFunctionReward
-    | Callable[[RewardFunction], FunctionReward | AsyncFunctionReward]
-):
-    """Turn a function of a rollout into a picklable `Reward`.
-
-    The function may be sync or async and may return a float, a bool, a `Score`, or None (no
-    score: it becomes a `Failure`, never 0). Exceptions it raises become Failures too.
-
-    Example:
-        ```python
-        @referee.reward
-        def short(rollout: referee.Rollout) -> float:
-            return 1.0 if len(rollout.completion_text) < 200 else 0.0
-        ```
-    """
-
-    def wrap(f: RewardFunction) -> FunctionReward | AsyncFunctionReward:
-        if inspect.iscoroutinefunction(f):
-            return AsyncFunctionReward(f, name)
-        return FunctionReward(f, name)  # type: ignore[arg-type]
-
-    return wrap if fn is None else wrap(fn)
-
-
 # --- the synchronous entry point -----------------------------------------------------------
-
-
-def is_sync(reward: object) -> bool:
-    """Whether `reward` can score inline with `check_safe` (no waiting anywhere inside it)."""
-    return isinstance(reward, _RewardBase) and reward.is_sync
 
 
 def score(
@@ -393,6 +426,6 @@ def score(
     """
     items = list(rollouts)
     if is_sync(reward):
-        check = reward.check_safe  # type: ignore[attr-defined]
+        check = reward.score_sync
         return [check(r) for r in items]
     return run_sync(reward.score_batch(items, concurrency=concurrency))

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, get_args
@@ -37,7 +38,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from referee.compose import Combined, CombineMode, Component, NonePolicy, Transform
 from referee.errors import SpecError
 from referee.registry import lookup, registered_types
-from referee.reward import Reward
+from referee.reward import GroupReward, Reward, SyncReward
 
 __all__ = ["load"]
 
@@ -107,6 +108,16 @@ def _option_names(cls: type[Any]) -> list[str]:
     return []
 
 
+def _reward_options(cls: type[Any]) -> tuple[str, ...]:
+    """The options of a reward type that are rewards themselves (fields typed `Reward`)."""
+    if not dataclasses.is_dataclass(cls):
+        return ()
+    hints = typing.get_type_hints(cls)
+    return tuple(f.name for f in dataclasses.fields(cls) if hints.get(f.name) in _REWARD_TYPES)
+
+
+_REWARD_TYPES = (Reward, GroupReward, SyncReward)
+
 _UNION_TAG_PREFIXES = (
     "literal[",
     "function-",
@@ -173,8 +184,8 @@ class _Loader:
                 expected=f"one of {', '.join(known)}",
             )
         options = {k: v for k, v in data.items() if k not in {"type", "name", "description"}}
-        for key in getattr(cls, "__nested_rewards__", ()):
-            # Options that are rewards themselves (final_answer's `reward`) load as rewards.
+        for key in _reward_options(cls):
+            # Options typed as rewards (final_answer's `reward`) load as rewards.
             if isinstance(options.get(key), Mapping):
                 options[key] = self.reward(options[key], (*path, key), key)
         allowed = _option_names(cls)

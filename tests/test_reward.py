@@ -153,3 +153,107 @@ def test_group_reward_with_wrong_count_fails_every_member() -> None:
     assert all(
         s.value is None and s.failure and "returned 1 scores" in s.failure.message for s in scores
     )
+
+
+# --- the public contract: what a reward of your own gets -------------------------------------
+
+
+class _PlainSync:
+    """A reward that subclasses nothing of referee's: it satisfies `SyncReward` by shape."""
+
+    name = "plain"
+
+    def __init__(self) -> None:
+        self.inline = 0
+        self.batched = 0
+
+    @property
+    def is_sync(self) -> bool:
+        return True
+
+    def score_sync(self, rollout: Rollout) -> Score:
+        self.inline += 1
+        return Score(value=float(len(rollout.completion_text)))
+
+    async def score(self, rollout: Rollout) -> Score:
+        return self.score_sync(rollout)
+
+    async def score_batch(
+        self, rollouts: Sequence[Rollout], *, concurrency: int | None = None
+    ) -> list[Score]:
+        self.batched += 1
+        return [self.score_sync(r) for r in rollouts]
+
+
+def test_a_protocol_reward_gets_the_inline_fast_path_of_a_builtin() -> None:
+    plain = _PlainSync()
+    assert isinstance(plain, referee.SyncReward)
+    combined = referee.weighted({"plain": plain, "len": length_reward})
+    assert combined.is_sync  # it was false for anything not derived from a private base
+    scores = referee.score(combined, [make("ab"), make("abc")])
+    assert [s.value for s in scores] == [4.0, 6.0]
+    assert (plain.inline, plain.batched) == (2, 0)  # inline, no batch call, no event loop
+
+
+class _Pair:
+    """A user composite: two rewards, reported under their own names."""
+
+    name = "pair"
+
+    def __init__(self, first: referee.Reward, second: referee.Reward) -> None:
+        self.first, self.second = first, second
+
+    def children(self) -> list[referee.Part]:
+        return [referee.Part("first", self.first, 2.0, reported=True),
+                referee.Part("second", self.second, reported=True)]  # fmt: skip
+
+    async def score(self, rollout: Rollout) -> Score:
+        return (await self.score_batch([rollout]))[0]
+
+    async def score_batch(
+        self, rollouts: Sequence[Rollout], *, concurrency: int | None = None
+    ) -> list[Score]:
+        raise NotImplementedError  # only walked here
+
+
+class _Ranked(GroupRewardBase):
+    name = "ranked"
+
+    async def evaluate_group(self, rollouts: Sequence[Rollout]) -> list[float]:
+        return [float(i) for i, _ in enumerate(rollouts)]
+
+
+@pytest.mark.parametrize(
+    ("tree", "grouped"),
+    [
+        (length_reward, False),
+        (_Ranked(), True),
+        (referee.scale(_Ranked(), 2.0), True),  # through a transform
+        (referee.weighted({"a": length_reward, "b": _Ranked()}), True),  # through a combination
+        (_Pair(length_reward, referee.clip(_Ranked(), 0, 1)), True),  # through a user composite
+        (_Pair(length_reward, async_length), False),
+    ],
+)
+def test_needs_groups_walks_every_composite(tree: referee.Reward, grouped: bool) -> None:
+    from referee.reward import needs_groups
+
+    assert needs_groups(tree) is grouped
+
+
+def test_top_components_come_from_children_any_composite() -> None:
+    from referee.reward import top_components
+
+    assert top_components(_Pair(length_reward, async_length)) == [("first", 2.0), ("second", 1.0)]
+    scaled = referee.scale(length_reward, 2.0)  # a transform reports no components of its own
+    assert top_components(scaled) == [(scaled.name, 1.0)]
+    combined = referee.weighted({"a": (length_reward, 0.3), "b": (async_length, 0.7)})
+    assert top_components(combined) == [("a", 0.3), ("b", 0.7)]
+    assert top_components(length_reward) == [("length_reward", 1.0)]
+
+
+def test_sync_and_async_names_pair_up() -> None:
+    rollouts = [make("ab"), make("abc")]
+    for r in (length_reward, async_length, referee.weighted({"x": length_reward})):
+        assert r.score_sync(rollouts[0]).value == 2.0  # type: ignore[attr-defined]
+        assert [s.value for s in r.score_batch_sync(rollouts)] == [2.0, 3.0]  # type: ignore[attr-defined]
+        assert [s.value for s in asyncio.run(r.score_batch(rollouts))] == [2.0, 3.0]

@@ -1,19 +1,18 @@
-"""What the trainer backends share: resolving a reward, walking its tree, flat extra-info keys."""
+"""What the trainer backends share: resolving a reward, component values, JSON-text references."""
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from referee.compose import Combined, Transform
-from referee.reward import GroupReward, Reward
+from referee.reward import Reward
 from referee.score import Score
 from referee.spec import load
 
-__all__ = ["decode_json_text", "iter_rewards", "needs_groups", "resolve", "top_components"]
+__all__ = ["component_value", "decode_json_text", "resolve"]
 
 
 def resolve(reward_or_spec: Reward | str | Path | Mapping[str, Any]) -> Reward:
@@ -26,28 +25,6 @@ def resolve(reward_or_spec: Reward | str | Path | Mapping[str, Any]) -> Reward:
             f"{type(reward_or_spec).__name__}"
         )
     return reward_or_spec
-
-
-def iter_rewards(reward: Reward) -> Iterator[Reward]:
-    """The reward and every reward inside it (components of combinations, transformed rewards)."""
-    yield reward
-    if isinstance(reward, Combined):
-        for component in reward.components:
-            yield from iter_rewards(component.reward)
-    elif isinstance(reward, Transform):
-        yield from iter_rewards(reward.reward)
-
-
-def needs_groups(reward: Reward) -> bool:
-    """Whether any part of the reward compares the attempts of a group."""
-    return any(isinstance(r, GroupReward) for r in iter_rewards(reward))
-
-
-def top_components(reward: Reward) -> list[tuple[str, float]]:
-    """Names and weights of a combination's top-level components; `[(name, 1.0)]` otherwise."""
-    if isinstance(reward, Combined):
-        return [(c.name, c.weight) for c in reward.components]
-    return [(reward.name, 1.0)]
 
 
 def component_value(score: Score, name: str, whole: str) -> float | None:

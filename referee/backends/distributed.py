@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from referee.errors import MissingDependency
-from referee.reward import Reward, _RewardBase, group_indices
+from referee.reward import Part, Reward, RewardBase, group_indices
 from referee.rollout import Rollout
 from referee.score import Score
 
@@ -32,7 +32,7 @@ class _Worker:
         return await self.reward.score_batch(rollouts)
 
 
-class RayReward(_RewardBase):
+class RayReward(RewardBase):
     """A reward scored by a pool of Ray actors (see the module docstring).
 
     Args:
@@ -61,6 +61,9 @@ class RayReward(_RewardBase):
             actor.options(max_concurrency=4).remote(shared) for _ in range(count)
         ]
         self._next = 0
+
+    def children(self) -> Sequence[Part]:
+        return [Part(self.reward.name, self.reward)]
 
     def __getstate__(self) -> dict[str, Any]:
         raise TypeError("a RayReward holds live actors; pickle the reward it wraps instead")

@@ -32,9 +32,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from referee.backends._common import decode_json_text, resolve, top_components
+from referee.backends._common import decode_json_text, resolve
 from referee.errors import MissingDependency
-from referee.reward import Reward, is_sync
+from referee.reward import Reward, is_sync, top_components
 from referee.reward import score as score_rollouts
 from referee.rollout import Rollout
 from referee.score import Score

@@ -45,9 +45,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from referee.backends._common import component_value, needs_groups, resolve, top_components
+from referee.backends._common import component_value, resolve
 from referee.errors import RolloutError
-from referee.reward import Reward, is_sync
+from referee.reward import Reward, is_sync, needs_groups, top_components
 from referee.reward import score as score_rollouts
 from referee.rollout import Rollout
 from referee.score import Score

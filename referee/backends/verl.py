@@ -51,9 +51,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from referee.backends._common import decode_json_text, needs_groups, resolve, top_components
+from referee.backends._common import decode_json_text, resolve
 from referee.errors import MissingDependency, SpecError
-from referee.reward import Reward
+from referee.reward import Reward, needs_groups, top_components
 from referee.reward import score as score_rollouts
 from referee.rollout import Rollout
 from referee.score import Score

@@ -24,8 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from referee.backends._common import needs_groups
-from referee.reward import Reward, group_indices
+from referee.reward import Reward, group_indices, needs_groups
 from referee.rollout import Message, Rollout
 from referee.score import Score
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from referee.errors import NotApplicable
 from referee.registry import register
-from referee.reward import CheckReward, Reward, _RewardBase, is_sync
+from referee.reward import CheckReward, Part, Reward, RewardBase, is_sync
 from referee.rollout import Rollout
 from referee.score import Score
 from referee.steps import Fold, fold_steps
@@ -226,21 +226,22 @@ def _repeated(name: str, arguments: dict[str, Any], seen: dict[Any, list[Any]]) 
 
 @register("final_answer")
 @dataclass(kw_only=True)
-class FinalAnswer(_RewardBase):
+class FinalAnswer(RewardBase):
     """Any reward applied to the trajectory's final answer (the last assistant text).
 
     ``{type: final_answer, reward: {type: math_answer}}``: the inner reward sees a rollout
     whose completion is the final answer's text, its prompt, reference and metadata unchanged.
     """
 
-    __nested_rewards__: ClassVar[tuple[str, ...]] = ("reward",)
-
-    reward: Any
+    reward: Reward
     name: str = "final_answer"
 
     def __post_init__(self) -> None:
         if not isinstance(self.reward, Reward):
             raise TypeError("final_answer needs a reward to apply, e.g. reward: {type: ...}")
+
+    def children(self) -> Sequence[Part]:
+        return [Part("reward", self.reward)]
 
     @property
     def is_sync(self) -> bool:
@@ -250,8 +251,11 @@ class FinalAnswer(_RewardBase):
         text = trajectory(rollout).final_answer
         return rollout.model_copy(update={"completion": text})
 
-    def check_safe(self, rollout: Rollout) -> Score:
-        return self.reward.check_safe(self._answer(rollout))  # type: ignore[no-any-return]
+    def score_sync(self, rollout: Rollout) -> Score:
+        inner = self.reward
+        if not is_sync(inner):
+            return super().score_sync(rollout)
+        return inner.score_sync(self._answer(rollout))
 
     async def score(self, rollout: Rollout) -> Score:
         return (await self.score_batch([rollout]))[0]

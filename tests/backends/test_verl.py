@@ -105,6 +105,11 @@ def test_missing_spec_and_group_specs_are_clear_errors() -> None:
     group = {"type": "group_rank", "model": "openai/j", "api_base": "http://127.0.0.1:9"}
     with pytest.raises(SpecError, match="RefereeRewardLoopManager"):
         rv.compute_score("x", "y", None, None, spec=group)
+    # A group reward nested in another reward is still one (the guard walked only
+    # combinations and transforms, so this spec was scored one sample at a time).
+    nested = {"type": "final_answer", "reward": group}
+    with pytest.raises(SpecError, match="RefereeRewardLoopManager"):
+        rv.compute_score("x", "y", None, None, spec=nested)
 
 
 def test_an_inline_spec_is_loaded_once_not_per_sample() -> None:
