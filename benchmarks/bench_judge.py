@@ -80,7 +80,7 @@ def main() -> None:
         print(f"  ratio referee/bare: {t_bare / t_ref:.2f}x (target >= 0.9x)")
 
         with tempfile.TemporaryDirectory() as tmp:
-            cached = JudgeClient(model=MODEL, api_base=server.url, concurrency=CONCURRENCY,
+            cached = JudgeClient(model=MODEL, api_base=server.url, max_in_flight=CONCURRENCY,
                                  cache_path=f"{tmp}/cache.sqlite", structured="prompt")  # fmt: skip
             asyncio.run(with_client(cached, args.calls, offset=10**6))  # the first scoring
             before = len(server.requests)

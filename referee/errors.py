@@ -1,17 +1,26 @@
 """The exceptions referee raises.
 
-Every error referee raises on purpose derives from `RefereeError`::
+Every error referee raises on purpose derives from `RefereeError`, and every one is defined
+here, so this tree is the whole of them (the failure type a reward error becomes is on the
+right)::
 
     RefereeError
     ├── SpecError             a spec file or mapping is wrong: file, key path, found, expected
     ├── RolloutError          a rollout row cannot be read: file, line, what is wrong
-    ├── RewardError           raised inside a reward; becomes a `Failure` on its `Score`
-    │   ├── NotApplicable     the rollout lacks what the reward needs (e.g. the reference)
-    │   └── VerifierTimeout   a checker ran past its time limit
+    ├── RewardError           raised inside a reward; becomes a `Failure` on its `Score` ("error")
+    │   ├── NotApplicable     the rollout lacks what the reward needs    ("not_applicable")
+    │   ├── VerifierTimeout   a checker ran past its time limit          ("timeout")
+    │   ├── JudgeError        a judge call failed after its retries      ("judge")
+    │   │   └── JudgeTimeout  every attempt of a judge call timed out    ("timeout")
+    │   └── BudgetExceeded    the process's judge spend cap is reached   ("budget")
+    ├── SandboxError          the sandbox could not run a job            (a reward: "sandbox")
+    ├── ProgramError          a call into sandboxed code raised, timed out or its program died
     └── MissingDependency     an optional package is not installed; says which extra to install
 
 A reward never lets an exception escape into a training loop: `RewardError` (and any other
 exception) raised while scoring one rollout becomes `Score(value=None, failure=Failure(...))`.
+The modules that raise them re-export them (`referee.judges.JudgeError`,
+`referee.verifiers.sandbox.SandboxError`, ...).
 """
 
 from __future__ import annotations
@@ -19,11 +28,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 __all__ = [
+    "BudgetExceeded",
+    "JudgeError",
+    "JudgeTimeout",
     "MissingDependency",
     "NotApplicable",
+    "ProgramError",
     "RefereeError",
     "RewardError",
     "RolloutError",
+    "SandboxError",
     "SpecError",
     "VerifierTimeout",
 ]
@@ -109,6 +123,45 @@ class VerifierTimeout(RewardError):
     """A checker ran past its time limit."""
 
     failure_type = "timeout"
+
+
+class JudgeError(RewardError):
+    """A judge call failed after its retries, or its reply never fit the verdict's shape."""
+
+    failure_type = "judge"
+
+
+class JudgeTimeout(JudgeError):
+    """Every attempt of a judge call ran past its timeout."""
+
+    failure_type = "timeout"
+
+
+class BudgetExceeded(RewardError):
+    """The process's judge spend cap is reached: no more calls."""
+
+    failure_type = "budget"
+
+
+class SandboxError(RefereeError):
+    """The sandbox itself could not run a job (could not start, broke down).
+
+    A reward turns this into ``Failure("sandbox")``: never a score, since the code was not
+    judged. What the code does to itself (crash, timeout, killing its own worker) is a result,
+    not a SandboxError.
+    """
+
+
+class ProgramError(RefereeError):
+    """A call into sandboxed code failed: it raised, timed out, or the program died.
+
+    Attributes:
+        dead: True when the program is gone (no later call can succeed).
+    """
+
+    def __init__(self, message: str, *, dead: bool = False) -> None:
+        super().__init__(message)
+        self.dead = dead
 
 
 class MissingDependency(RefereeError, ImportError):

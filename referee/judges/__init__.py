@@ -1,5 +1,7 @@
-"""LLM judges: the client every judge call goes through, its cache, and a scripted fake server
-for tests (`referee.judges.testing`). Needs ``pip install "referee[judges]"``."""
+"""LLM judges: the client every judge call goes through (`client`), its cache, the process-wide
+limits it shares (`limits`), what a judge is shown (`prompts`), what every judge reward holds
+(`options`), rubrics, and a scripted fake server for tests (`referee.judges.testing`). Needs
+``pip install "referee[judges]"``."""
 
 import os as _os
 
@@ -17,6 +19,8 @@ from referee.judges.client import (
     set_spend_cap,
     spent,
 )
+from referee.judges.options import JudgeOptions
+from referee.judges.prompts import fence_for, judge_messages, verdict_model
 from referee.judges.rubric import Criterion, Rubric, Scale, available_rubrics, load_rubric
 
 __all__ = [
@@ -24,6 +28,7 @@ __all__ = [
     "Criterion",
     "JudgeClient",
     "JudgeError",
+    "JudgeOptions",
     "JudgeTimeout",
     "Rubric",
     "Scale",
@@ -32,8 +37,11 @@ __all__ = [
     "available_rubrics",
     "cache_key",
     "default_cache_path",
+    "fence_for",
+    "judge_messages",
     "load_rubric",
     "set_spend_cap",
     "shared_cache",
     "spent",
+    "verdict_model",
 ]

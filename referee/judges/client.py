@@ -5,31 +5,42 @@ A call asks for a verdict shaped by a pydantic model. The client:
 - asks for JSON-schema output where the provider supports it, else extracts JSON tolerantly;
   an invalid reply gets exactly one repair attempt, then the call fails;
 - retries timeouts, 429 and 5xx with exponential backoff and jitter, honouring Retry-After;
-- limits concurrency and requests per minute per model, shared by every judge of the process;
+- limits calls in flight, requests and tokens per minute per model, shared by every judge of
+  the process (`referee.judges.limits`);
 - records tokens and cost (litellm's bundled cost map, offline) and stops at a spend cap:
   further calls fail with ``Failure("budget")``, never a silent 0;
 - caches verdicts persistently (`VerdictCache`), so scoring a log again makes no call.
 
 Failures raise `JudgeError` (``judge``), `JudgeTimeout` (``timeout``) or `BudgetExceeded`
-(``budget``), which a reward turns into a `Failure` on its Score.
+(``budget``), which a reward turns into a `Failure` on its Score (all three are defined in
+`referee.errors`, and re-exported here).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import random
-import threading
 import time
-import weakref
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from referee.errors import MissingDependency, RewardError
+from referee.errors import BudgetExceeded, JudgeError, JudgeTimeout, MissingDependency
 from referee.judges.cache import cache_key, shared_cache
+from referee.judges.limits import (
+    RequestRate,
+    TokenRate,
+    calls_in_flight,
+    charge,
+    check_budget,
+    request_rate,
+    set_spend_cap,
+    spent,
+    token_rate,
+)
 from referee.verifiers.jsontext import parse_json
 
 __all__ = [
@@ -48,159 +59,30 @@ _sleep = asyncio.sleep  # one place for tests to observe the waits (with _clock)
 _clock = time.monotonic
 
 
-class JudgeError(RewardError):
-    """A judge call failed after its retries, or its reply never fit the verdict's shape."""
+# litellm prints "Give Feedback / Get Help" banners (and a provider list) to the console on every
+# failed call. A failed judge call is referee's to report, once, as a JudgeError and then a
+# Failure on the rollout's Score: a trainer's console is no place for a banner per rollout.
+@functools.cache
+def _import_litellm() -> Any:
+    # Offline: litellm would otherwise fetch its cost map from the internet at import.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
 
-    failure_type = "judge"
-
-
-class JudgeTimeout(JudgeError):
-    """Every attempt of a judge call ran past its timeout."""
-
-    failure_type = "timeout"
-
-
-class BudgetExceeded(RewardError):
-    """The process's judge spend cap is reached: no more calls."""
-
-    failure_type = "budget"
-
-
-# --- the process-wide budget, rate limiters and concurrency limits ------------------------------
-
-
-class _Budget:
-    def __init__(self) -> None:
-        self.limit: float | None = None
-        self.spent = 0.0
-        self.lock = threading.Lock()
-
-    def check(self) -> None:
-        with self.lock:
-            if self.limit is not None and self.spent >= self.limit:
-                raise BudgetExceeded(
-                    f"judge spend cap of ${self.limit:.4f} reached (spent ${self.spent:.4f})"
-                )
-
-    def charge(self, cost: float) -> None:
-        with self.lock:
-            self.spent += cost
-
-
-_BUDGET = _Budget()
-
-
-def set_spend_cap(usd: float | None) -> None:
-    """Cap what the judges of this process may spend, in US dollars (None: no cap)."""
-    _BUDGET.limit = usd
-
-
-def spent() -> float:
-    """What the judges of this process have spent so far, in US dollars."""
-    return _BUDGET.spent
-
-
-class _RateLimiter:
-    """A token bucket of `per_minute` requests, refilled continuously."""
-
-    def __init__(self, per_minute: float) -> None:
-        self.rate = per_minute / 60.0
-        self.capacity = max(1.0, per_minute / 60.0)
-        self.tokens = self.capacity
-        self.stamp = _clock()
-        self.lock = threading.Lock()
-
-    async def acquire(self) -> None:
-        while True:
-            with self.lock:
-                now = _clock()
-                self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.rate)
-                self.stamp = now
-                if self.tokens >= 1.0:
-                    self.tokens -= 1.0
-                    return
-                wait = (1.0 - self.tokens) / self.rate
-            await _sleep(wait)
-
-
-class _TokenBudget:
-    """Tokens per minute: a bucket refilled at `per_minute`, charged with each response's
-    real tokens after the call; a call waits while the bucket is overdrawn."""
-
-    def __init__(self, per_minute: float) -> None:
-        self.rate = per_minute / 60.0
-        self.capacity = per_minute
-        self.tokens = per_minute
-        self.stamp = _clock()
-        self.lock = threading.Lock()
-
-    def _refill(self) -> None:
-        now = _clock()
-        self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.rate)
-        self.stamp = now
-
-    async def acquire(self) -> None:
-        while True:
-            with self.lock:
-                self._refill()
-                if self.tokens > 0:
-                    return
-                wait = -self.tokens / self.rate + 1e-3
-            await _sleep(wait)
-
-    def charge(self, used: int) -> None:
-        with self.lock:
-            self._refill()
-            self.tokens -= used
-
-
-_limiters: dict[tuple[str, str | None, float, str], _RateLimiter | _TokenBudget] = {}
-_limiters_lock = threading.Lock()
-_semaphores: weakref.WeakKeyDictionary[
-    asyncio.AbstractEventLoop, dict[tuple[str, str | None], asyncio.Semaphore]
-] = weakref.WeakKeyDictionary()
-
-
-def _limiter(model: str, api_base: str | None, rpm: float) -> _RateLimiter:
-    """The process's requests-per-minute limiter for this model."""
-    limiter = _shared((model, api_base, rpm, "rpm"), lambda: _RateLimiter(rpm))
-    assert isinstance(limiter, _RateLimiter)  # the "rpm" keys hold only these
-    return limiter
-
-
-def _token_budget(model: str, api_base: str | None, tpm: float) -> _TokenBudget:
-    """The process's tokens-per-minute budget for this model."""
-    budget = _shared((model, api_base, tpm, "tpm"), lambda: _TokenBudget(tpm))
-    assert isinstance(budget, _TokenBudget)  # the "tpm" keys hold only these
-    return budget
-
-
-def _shared(
-    key: tuple[str, str | None, float, str], make: Callable[[], _RateLimiter | _TokenBudget]
-) -> _RateLimiter | _TokenBudget:
-    with _limiters_lock:
-        if key not in _limiters:
-            _limiters[key] = make()
-        return _limiters[key]
-
-
-def _semaphore(model: str, api_base: str | None, size: int) -> asyncio.Semaphore:
-    # asyncio semaphores belong to one event loop: one per loop and model.
-    per_loop = _semaphores.setdefault(asyncio.get_running_loop(), {})
-    key = (model, api_base)
-    if key not in per_loop:
-        per_loop[key] = asyncio.Semaphore(size)
-    return per_loop[key]
+    litellm.suppress_debug_info = True
+    return litellm
 
 
 def _litellm() -> Any:
-    # Offline: litellm would otherwise fetch its cost map from the internet at import.
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     try:
-        import litellm
+        return _import_litellm()
     except ImportError:
         raise MissingDependency("litellm", "judges", "LLM judges") from None
-    return litellm
+
+
+async def _wait(bucket: RequestRate | TokenRate) -> None:
+    """Wait until `bucket` lets a call start."""
+    while (seconds := bucket.take(_clock())) > 0:
+        await _sleep(seconds)
 
 
 # --- the client ------------------------------------------------------------------------------
@@ -240,13 +122,18 @@ class JudgeClient:
         retries: Attempts after the first, on timeouts, 429 and 5xx.
         backoff: First backoff in seconds; doubles per attempt, with jitter.
         max_backoff: The longest wait between attempts (a longer Retry-After is honoured).
-        concurrency: Calls in flight at once for this model, across the process.
+        max_in_flight: Calls in flight at once to this model on this server, across the
+            process (one limit per model and server: the first client to call sets its size).
+            Not a reward's ``concurrency``, which counts rollouts scored at once.
         rpm: Requests per minute for this model, across the process (None: unlimited).
         tpm: Tokens per minute for this model, across the process (None: unlimited); charged
             with each response's real token count.
         cache: Keep verdicts in `cache_path` (default ``~/.cache/referee/judge.sqlite``).
         structured: How to get JSON out of the model (`StructuredOutput`).
     """
+
+    # Validated like a reward's options when a spec gives them: an unknown one is an error.
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid")
 
     model: str
     api_base: str | None = None
@@ -258,7 +145,7 @@ class JudgeClient:
     retries: int = 4
     backoff: float = 1.0
     max_backoff: float = 60.0
-    concurrency: int = 16
+    max_in_flight: int = 16
     rpm: float | None = None
     tpm: float | None = None
     cache: bool = True
@@ -387,12 +274,12 @@ class JudgeClient:
         )
         last: BaseException | None = None
         for attempt in range(self.retries + 1):
-            _BUDGET.check()
+            check_budget()
             if self.rpm:
-                await _limiter(self.model, self.api_base, self.rpm).acquire()
+                await _wait(request_rate(self.model, self.api_base, self.rpm))
             if self.tpm:
-                await _token_budget(self.model, self.api_base, self.tpm).acquire()
-            async with _semaphore(self.model, self.api_base, self.concurrency):
+                await _wait(token_rate(self.model, self.api_base, self.tpm))
+            async with calls_in_flight(self.model, self.api_base, self.max_in_flight):
                 try:
                     response = await asyncio.wait_for(
                         litellm.acompletion(**kwargs), timeout=self.timeout + 5.0
@@ -405,7 +292,7 @@ class JudgeClient:
                     result = self._account(litellm, response)
                     if self.tpm:
                         used = result[2] + result[3]
-                        _token_budget(self.model, self.api_base, self.tpm).charge(used)
+                        token_rate(self.model, self.api_base, self.tpm).charge(used, _clock())
                     return result
             if attempt < self.retries:
                 await _sleep(self._delay(attempt, last))
@@ -433,7 +320,7 @@ class JudgeClient:
             cost = float(litellm.completion_cost(completion_response=response))
         except Exception:
             cost = 0.0  # a model missing from the cost map (a local server) costs nothing known
-        _BUDGET.charge(cost)
+        charge(cost)
         return text, cost, p_tok, c_tok
 
 

@@ -53,11 +53,15 @@ class FakeJudgeServer:
     Attributes:
         url: The base URL to give litellm (``api_base``).
         requests: Every request body received, in order.
+        peak_in_flight: The most requests it held at once, from arrival until it answered
+            (a script's delays count).
     """
 
     def __init__(self, script: Script) -> None:
         self.script = script
         self.requests: list[dict[str, Any]] = []
+        self.peak_in_flight = 0
+        self._in_flight = 0
         self._lock = threading.Lock()
         self._closing = threading.Event()
         server = self
@@ -70,9 +74,17 @@ class FakeJudgeServer:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with server._lock:
                     server.requests.append(body)
-                action = server.script(body)
-                if action.delay:
-                    server._closing.wait(action.delay)
+                    server._in_flight += 1
+                    server.peak_in_flight = max(server.peak_in_flight, server._in_flight)
+                try:
+                    action = server.script(body)
+                    if action.delay:
+                        server._closing.wait(action.delay)
+                finally:
+                    # before the answer leaves: a client that sends its next request on the
+                    # answer must not find this one still counted
+                    with server._lock:
+                        server._in_flight -= 1
                 if isinstance(action, Fault):
                     if action.status == 0:
                         return  # a hang that ended: drop the connection without an answer

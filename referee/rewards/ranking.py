@@ -23,13 +23,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
+from referee.judges.options import JudgeOptions
+from referee.judges.prompts import as_text, judge_messages, response_text
 from referee.judges.rubric import Rubric, load_rubric
 from referee.registry import register
 from referee.reward import GroupRewardBase, RewardResult
-from referee.rewards.judge import _SYSTEM, _fenced, _JudgeOptions, _text, fence_for
 from referee.rollout import Rollout
 from referee.score import Score
-from referee.trajectory import transcript
 
 __all__ = ["GroupRank"]
 
@@ -47,22 +47,29 @@ def _strip_common_prefix(texts: list[str]) -> list[str]:
     return [t[cut:] for t in texts]
 
 
-def _scores_model(count: int) -> type[BaseModel]:
+class _Ranking(BaseModel):
+    scores: list[float]
+    reasoning: str = ""
+
+
+def _scores_model(count: int) -> type[_Ranking]:
+    """The verdict for `count` attempts: exactly `count` scores (a wrong count is invalid, so
+    it takes the repair path)."""
     scores = (list[float], Field(min_length=count, max_length=count))
-    return create_model(f"Ranking{count}", scores=scores, reasoning=(str, ""))
+    return create_model(f"Ranking{count}", __base__=_Ranking, scores=scores)
 
 
 @register("group_rank")
 @dataclass(kw_only=True)
-class GroupRank(_JudgeOptions, GroupRewardBase):
+class GroupRank(JudgeOptions, GroupRewardBase):
     """A judge scores the attempts of a group from 0 to 1 relative to each other.
 
     Attributes:
         rubric: The rubric the attempts are compared under (a shipped name or a file).
         orders: How many orders each group is shown in (``all``: every cyclic rotation).
         max_group: The most attempts in one call; larger groups are split with an anchor.
-        model, api_base, api_key_env, temperature, seed, timeout, retries, concurrency, rpm,
-            tpm, cache, cache_path, structured: The judge, as for `rubric_judge`.
+        client: The judge model and how to call it, as for `rubric_judge`.
+        concurrency: Groups ranked at once (the client's ``max_in_flight`` caps the calls).
     """
 
     rubric: str = "helpfulness"
@@ -96,25 +103,18 @@ class GroupRank(_JudgeOptions, GroupRewardBase):
         material = [("PROMPT", prompt)] + [
             (f"ATTEMPT {i + 1}", text) for i, text in enumerate(attempts)
         ]
-        fence = fence_for(*(text for _, text in material))
         shape = (
             '{"scores": [<a number from 0 to 1 for each attempt, in order>], '
             '"reasoning": "<short>"}'
         )
-        return [
-            {"role": "system", "content": _SYSTEM.format(fence=fence, shape=shape)},
-            {
-                "role": "user",
-                "content": "\n\n".join([task, *(_fenced(k, t, fence) for k, t in material)]),
-            },
-        ]
+        return judge_messages(task, material, shape)
 
     async def _rank(self, prompt: str, attempts: list[str]) -> tuple[list[float], float, int]:
         """Scores of `attempts` averaged over the orders, the cost, and the tokens."""
         schema = _scores_model(len(attempts))
         perms = self._permutations(len(attempts))
         verdicts = await asyncio.gather(*(
-            self._client.judge(
+            self.client.judge(
                 self._messages(prompt, [attempts[i] for i in perm]), schema,
                 version=f"rank:{self._rubric.name}@{self._rubric.version}",
             )
@@ -122,18 +122,18 @@ class GroupRank(_JudgeOptions, GroupRewardBase):
         ))  # fmt: skip
         totals = [0.0] * len(attempts)
         for perm, verdict in zip(perms, verdicts, strict=True):
-            scores = verdict.value.scores  # type: ignore[attr-defined]
+            scores = verdict.value.scores
             for slot, attempt in enumerate(perm):
                 totals[attempt] += min(1.0, max(0.0, float(scores[slot])))
         tokens = sum(v.prompt_tokens + v.completion_tokens for v in verdicts)
         return [t / len(perms) for t in totals], sum(v.cost for v in verdicts), tokens
 
     async def evaluate_group(self, rollouts: Sequence[Rollout]) -> Sequence[RewardResult]:
-        texts = _strip_common_prefix([_text(transcript(r)) for r in rollouts])
+        texts = _strip_common_prefix([response_text(r) for r in rollouts])
         unique = list(dict.fromkeys(texts))
         if len(unique) == 1:
             return [Score(value=0.5, reason="all attempts identical: no call")] * len(rollouts)
-        prompt = _text(rollouts[0].prompt_text)
+        prompt = as_text(rollouts[0].prompt_text)
         anchor, rest = unique[0], unique[1:]
         size = self.max_group - 1  # each chunk: the anchor and up to max_group - 1 others
         chunks = [rest[i : i + size] for i in range(0, len(rest), size)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import subprocess
 import sys
 import threading
@@ -201,7 +202,7 @@ def test_concurrency_limit_is_shared(tmp_path: Path) -> None:
         return Reply('{"score": 1}')
 
     with FakeJudgeServer(script) as server:
-        c = client(server, tmp_path, concurrency=3, cache=False, model="openai/gpt-4o-mini")
+        c = client(server, tmp_path, max_in_flight=3, cache=False, model="openai/gpt-4o-mini")
 
         async def many() -> None:
             await asyncio.gather(*(c.judge(MESSAGES, Grade) for _ in range(12)))
@@ -235,3 +236,37 @@ def test_tokens_per_minute_waits_once_overdrawn(tmp_path: Path, waits: list[floa
         for _ in range(3):
             judge(c)
     assert sum(waits) >= 59.9  # the third call waited for the bucket to refill a minute's worth
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        "500",  # a server error (retryable: the retries are spent)
+        "400",  # a client error (not retried)
+        "refused",  # nothing listens on the port
+        "no provider",  # litellm cannot tell the provider from the model string
+    ],
+)
+def test_a_failed_call_prints_no_banner(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], failure: str
+) -> None:
+    """litellm prints "Give Feedback / Get Help" (or a provider list) on every failed call
+    unless told not to; the failure is reported once, as a JudgeError."""
+    status = {"500": 500, "400": 400}.get(failure, 500)
+    with FakeJudgeServer(lambda r: Fault(status)) as server:
+        options: dict[str, Any] = {"retries": 0, "cache": False, "structured": "prompt"}
+        if failure == "refused":
+            options["api_base"] = f"http://127.0.0.1:{_closed_port()}/v1"
+        if failure == "no provider":
+            options.update(model="no-such-provider-model", api_base=None)
+        with pytest.raises(JudgeError):
+            judge(client(server, tmp_path, **options))
+    out, err = capfd.readouterr()
+    assert "Give Feedback" not in out + err and "Provider List" not in out + err
+    assert (out, err) == ("", "")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 import re
@@ -15,7 +16,9 @@ pytest.importorskip(
 )
 
 import referee
+from referee.judges import JudgeClient, JudgeOptions
 from referee.judges.testing import FakeJudgeServer, Reply
+from referee.reward import DEFAULT_CONCURRENCY
 from referee.rewards import RubricJudge
 from tests.conftest import make
 
@@ -42,16 +45,25 @@ def gullible(request: dict[str, Any]) -> Reply:
     return Reply(json.dumps({"criteria": criteria, "reasoning": f"scored {score}"}))
 
 
-def reward(server: FakeJudgeServer, tmp_path: Path, **kw: Any) -> RubricJudge:
+def reward(
+    server: FakeJudgeServer,
+    tmp_path: Path,
+    rubric: str = "helpfulness",
+    samples: int = 1,
+    aggregate: Any = "mean",
+    **client: Any,
+) -> RubricJudge:
+    """A rubric judge on the scripted server; `client` options override the client's."""
     options = {
-        "rubric": "helpfulness",
         "model": "openai/gpt-4.1-mini",
         "api_base": server.url,
         "cache_path": str(tmp_path / "cache.sqlite"),
         "structured": "prompt",
-        **kw,
+        **client,
     }
-    return RubricJudge(**options)
+    return RubricJudge(
+        rubric=rubric, client=JudgeClient(**options), samples=samples, aggregate=aggregate
+    )
 
 
 def test_scores_and_components(tmp_path: Path) -> None:
@@ -303,3 +315,54 @@ def test_a_judge_reads_the_whole_trajectory(tmp_path: Path) -> None:
     [text] = shown
     assert "[call] lookup" in text and "capital of France" in text
     assert "[result of lookup] Paris" in text and "It is Paris." in text
+
+
+# --- concurrency: rollouts at once (the reward's) and calls in flight (the client's) --------
+
+NEEDS = {  # every judge reward type, and the options it needs beside the client's
+    "rubric_judge": {"rubric": "helpfulness"},
+    "checklist_judge": {},
+    "reference_judge": {},
+    "pairwise_judge": {},
+    "group_rank": {},
+}
+
+
+def test_a_judge_scores_as_many_rollouts_at_once_as_any_async_reward() -> None:
+    # The bug: the reward was its own client, whose 16 calls in flight hid the reward's 64.
+    judge = RubricJudge(rubric="helpfulness", client=JudgeClient(model="openai/x"))
+    assert judge.concurrency == DEFAULT_CONCURRENCY == 64
+    assert judge.client.max_in_flight == 16
+
+
+@pytest.mark.parametrize("kind", sorted(NEEDS))
+def test_concurrency_and_max_in_flight_are_separate_options(kind: str) -> None:
+    spec = {"type": kind, "model": "openai/x", **NEEDS[kind]}
+    default = referee.load(spec)
+    assert isinstance(default, JudgeOptions)
+    assert (default.concurrency, default.client.max_in_flight) == (64, 16)
+    tuned = referee.load({**spec, "concurrency": 5, "max_in_flight": 2})
+    assert isinstance(tuned, JudgeOptions)
+    assert (tuned.concurrency, tuned.client.max_in_flight) == (5, 2)
+
+
+@pytest.mark.parametrize(
+    ("options", "peak"),
+    [
+        ({"concurrency": 2}, 2),  # two rollouts at once, each one call: two calls at a time
+        ({"max_in_flight": 3}, 3),  # 64 rollouts at once, but three calls at a time
+    ],
+)
+def test_each_limit_holds_on_its_own(options: dict[str, Any], peak: int) -> None:
+    def slow(request: dict[str, Any]) -> Reply:
+        return dataclasses.replace(gullible(request), delay=0.1)
+
+    with FakeJudgeServer(slow) as server:
+        judge = referee.load({
+            "type": "rubric_judge", "rubric": "helpfulness", "api_base": server.url,
+            "model": f"openai/peak-{peak}",  # the calls-in-flight limit is per model and server
+            "cache": False, "structured": "prompt", **options,
+        })  # fmt: skip
+        scores = referee.score(judge, [make(f"answer {i}") for i in range(8)])
+        assert server.peak_in_flight == peak
+    assert all(s.value == 0.0 for s in scores)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +16,7 @@ pytest.importorskip(
 
 import referee
 from referee.judges.testing import FakeJudgeServer, Reply
+from referee.rewards import ranking
 from tests.conftest import make
 
 
@@ -123,3 +126,16 @@ def test_ranks_trajectories_by_their_calls_and_results_not_only_the_answer() -> 
         shown = attempts(server.requests[0])
     assert any("[call] search" in a and "[result of search] Paris ****" in a for a in shown)
     assert [s.value for s in scores] == [0.0, 1.0]
+
+
+def test_imports_no_private_names() -> None:
+    """group_rank shares the judge rewards' prompts and options through public names only."""
+    tree = ast.parse(Path(ranking.__file__).read_text(encoding="utf-8"))
+    private = [
+        f"{node.module}.{alias.name}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if alias.name.startswith("_")
+    ]
+    assert private == []
