@@ -11,12 +11,20 @@ Endpoints:
   {...}}``. The completion is the query with its prompt removed; a label that is a JSON object
   or array is decoded. OpenRLHF needs a number for every sample, so a failure gives
   ``failure_value`` with ``extra_logs["referee_failed"]`` set, as in verl.
+  ``extra_logs`` has one value per query under every key: ``referee/<component>`` for each
+  top-level component, and ``referee/<component>/skipped``, 1.0 where the component did not
+  run (a gate, or a failure, before it stopped the rollout) and 0.0 where it did. A skipped
+  component has no value, which is not a zero: it reads NaN (JSON's ``NaN``, which Python's
+  json reads), since OpenRLHF makes a tensor of every key for every sample and so can take
+  neither a missing key nor a null.
 
 Errors are JSON, ``{"error": {"type", "message"}}``, with the status that fits: 400 for a body
-that is not JSON or not the expected shape, 422 for a rollout that fails validation (the message
-names its index and field), 413 for a batch over ``max_batch``, 404 for an unknown path.
-Requests are scored at most ``max_concurrent`` at a time (others wait); on SIGTERM or SIGINT
-the server stops taking requests, finishes those in flight, then exits.
+that is not JSON (nested too deep for the parser included) or not the expected shape, 422 for a
+rollout that fails validation (the message names its index and field), 413 for a batch over
+``max_batch``, 404 for an unknown path. A client that closes its connection before the answer
+costs one log line, not a traceback. Requests are scored at most ``max_concurrent`` at a time
+(others wait); on SIGTERM or SIGINT the server stops taking requests, finishes those in flight,
+then exits.
 """
 
 from __future__ import annotations
@@ -24,7 +32,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import signal
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +71,18 @@ class _BadRequest(Exception):
 
 def _error(status: int, kind: str, message: str) -> web.Response:
     return web.json_response({"error": {"type": kind, "message": message}}, status=status)
+
+
+def _too_deep(what: str) -> str:
+    return (
+        f"{what} is JSON nested too deep to read: more levels of arrays and objects than "
+        f"Python's json takes (about {sys.getrecursionlimit()}); send flatter JSON"
+    )
+
+
+def _dropped(request: web.Request, why: str) -> None:
+    """One line, no traceback, for a request that lost its client: it is not a bug of ours."""
+    logger.info("referee serve: %s %s: %s", request.method, request.path, why)
 
 
 @dataclass
@@ -103,22 +125,37 @@ class RewardService:
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
         try:
-            return await handler(request)
+            response = await handler(request)
         except _BadRequest as exc:
             return _error(exc.status, exc.kind, str(exc))
         except web.HTTPException as exc:
             if exc.status < 400:
                 raise
             return _error(exc.status, exc.reason.lower().replace(" ", "_"), exc.reason)
+        except ConnectionResetError:
+            # The client left while its body was read (aiohttp's ClientConnectionResetError is
+            # one too): nobody to answer and no bug of ours, so no traceback. The 499 (nginx's
+            # "client closed request") is for the access log; it cannot be sent.
+            _dropped(request, "the client closed the connection while sending")
+            return _error(499, "client_closed_request", "the client closed the connection")
+        except asyncio.CancelledError:
+            _dropped(request, "cancelled (the client left, or the server is stopping)")
+            raise
         except Exception as exc:  # a bug of ours: say so, keep serving
             logger.exception("referee serve: %s %s failed", request.method, request.path)
             return _error(500, "internal", f"{type(exc).__name__}: {exc}")
+        if request.transport is None or request.transport.is_closing():
+            # Scored, but the client is gone: aiohttp drops the answer quietly; say so once.
+            _dropped(request, "the client closed the connection before the answer")
+        return response
 
     async def _body(self, request: web.Request) -> Mapping[str, Any]:
         try:
             body = await request.json(loads=json.loads)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise _BadRequest(400, "invalid_json", f"the request body is not JSON: {exc}") from exc
+        except RecursionError as exc:  # Python's json recurses once per level of nesting
+            raise _BadRequest(400, "invalid_json", _too_deep("the request body")) from exc
         if not isinstance(body, dict):
             raise _BadRequest(400, "invalid_body", "the request body must be a JSON object")
         return body
@@ -198,21 +235,39 @@ class RewardService:
         ]
         scores = await self._score(rollouts)
         rewards = [self.failure_value if s.value is None else s.value for s in scores]
-        extra: dict[str, list[float]] = {
-            "referee_failed": [0.0 if s.value is not None else 1.0 for s in scores]
-        }
-        for name in self._component_keys:
-            extra[f"referee/{name}"] = [
-                v if (v := s.components.get(name)) is not None else self.failure_value
-                for s in scores
-            ]
+        extra = _extra_logs(scores, self._component_keys, self.failure_value)
+        # json's NaN literal: a skipped component's value in extra_logs (rewards are finite).
         return web.json_response(
-            {"rewards": rewards, "scores": rewards, "extra_logs": extra}, dumps=_dumps
+            {"rewards": rewards, "scores": rewards, "extra_logs": extra}, dumps=_dumps_nan
         )
+
+
+def _extra_logs(
+    scores: list[Score], components: list[str], failure_value: float
+) -> dict[str, list[float]]:
+    """OpenRLHF's ``extra_logs``: every key with one number per sample, as it needs.
+
+    A skipped component has no value, and OpenRLHF averages each key over the batch, so
+    it reads NaN rather than a number that would pass for a score; its ``/skipped`` flag counts
+    it. A component that ran and failed reads `failure_value`, as the reward does.
+    """
+    extra = {"referee_failed": [0.0 if s.value is not None else 1.0 for s in scores]}
+    for name in components:
+        skipped = [name in s.skipped for s in scores]
+        extra[f"referee/{name}"] = [
+            math.nan if skip else failure_value if (v := s.components.get(name)) is None else v
+            for s, skip in zip(scores, skipped, strict=True)
+        ]
+        extra[f"referee/{name}/skipped"] = [float(skip) for skip in skipped]
+    return extra
 
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+def _dumps_nan(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _openrlhf_rollout(index: int, query: Any, prompt: Any, label: Any) -> Rollout:
@@ -220,7 +275,10 @@ def _openrlhf_rollout(index: int, query: Any, prompt: Any, label: Any) -> Rollou
         raise _BadRequest(400, "invalid_body", f"query[{index}] must be a string")
     prompt = prompt if isinstance(prompt, str) else ""
     completion = query[len(prompt) :] if prompt and query.startswith(prompt) else query
-    label = decode_json_text(label)
+    try:
+        label = decode_json_text(label)
+    except RecursionError as exc:
+        raise _BadRequest(400, "invalid_json", _too_deep(f"labels[{index}]")) from exc
     try:
         return Rollout(id=str(index), prompt=prompt, completion=completion, reference=label)
     except ValidationError as exc:

@@ -23,9 +23,16 @@ How a TRL batch becomes rollouts:
   the batch is gathered first, scored once on the main process and handed back.
 
 A rollout that gets no score reaches TRL as None, which TRL turns into NaN and masks out of
-the group mean. Components and failures are logged through TRL's ``log_metric`` as
-``referee/<component>/mean`` and ``referee/failures`` (the share of the batch that failed,
-and ``referee/failures/<type>`` per failure type).
+the group mean. Components and failures are logged through TRL's ``log_metric``:
+
+- ``referee/<component>/mean``: the mean over the rollouts where the component ran and gave a
+  value. A skipped component (one that did not run because a gate, or a failure, before it
+  stopped the rollout) has no value, which is not a zero: it is left out, so a failed gate
+  does not drag the mean of what came after it down;
+- ``referee/<component>/skipped``: the share of the batch that skipped it (for each top-level
+  component of a combination);
+- ``referee/failures``: the share of the batch that failed, and ``referee/failures/<type>`` per
+  failure type.
 
 Dense rewards: TRL's GRPO optimises one value per completion, so a reward with per-step
 values (``Score.steps``) reaches TRL as its folded total (the reward's ``fold``: sum, mean,
@@ -107,6 +114,7 @@ class _Scorer:
     def __post_init__(self) -> None:
         self.sync = is_sync(self.reward)
         self.grouped = needs_groups(self.reward)
+        self.components = [n for n, _ in top_components(self.reward) if n != self.reward.name]
 
     # --- rollouts ---------------------------------------------------------------------------
 
@@ -251,32 +259,13 @@ class _Scorer:
     # --- logging ----------------------------------------------------------------------------
 
     def log(self, scores: list[Score], kwargs: Mapping[str, Any]) -> None:
+        """Log a scored batch through the ``log_metric`` and ``log_extra`` TRL passes."""
         if not self.log_metrics:
             return
         log_metric = kwargs.get("log_metric")
         log_extra = kwargs.get("log_extra")
         if log_metric is not None:
-            sums: dict[str, float] = {}
-            counts: Counter[str] = Counter()
-            failures: Counter[str] = Counter()
-            for s in scores:
-                for name, value in s.components.items():
-                    if value is not None:
-                        sums[name] = sums.get(name, 0.0) + value
-                        counts[name] += 1
-                if s.failure is not None:
-                    failures[s.failure.type] += 1
-            for name in sorted(sums):
-                log_metric(f"referee/{name}/mean", sums[name] / counts[name])
-            n = max(len(scores), 1)
-            log_metric("referee/failures", sum(failures.values()) / n)
-            for kind, count in sorted(failures.items()):
-                log_metric(f"referee/failures/{kind}", count / n)
-            step_values = [v for s in scores if s.steps for v in s.steps]
-            if step_values:
-                # GRPO takes one value per completion (the folded total); the steps are logged.
-                log_metric("referee/steps/mean", sum(step_values) / len(step_values))
-                log_metric("referee/steps/per_completion", len(step_values) / n)
+            self._log_metrics(scores, log_metric)
         if log_extra is not None:
             log_extra(
                 "referee_failure",
@@ -286,6 +275,34 @@ class _Scorer:
                 ],
             )
             log_extra("referee_steps", [None if s.steps is None else list(s.steps) for s in scores])
+
+    def _log_metrics(self, scores: list[Score], log_metric: Callable[[str, float], None]) -> None:
+        sums: dict[str, float] = {}
+        counts: Counter[str] = Counter()
+        failures: Counter[str] = Counter()
+        skipped: Counter[str] = Counter()
+        for s in scores:
+            # A skipped component is absent from `components`: out of its mean, not a 0.
+            for name, value in s.components.items():
+                if value is not None:
+                    sums[name] = sums.get(name, 0.0) + value
+                    counts[name] += 1
+            skipped.update(s.skipped)
+            if s.failure is not None:
+                failures[s.failure.type] += 1
+        for name in sorted(sums):
+            log_metric(f"referee/{name}/mean", sums[name] / counts[name])
+        n = max(len(scores), 1)
+        for name in self.components:
+            log_metric(f"referee/{name}/skipped", skipped[name] / n)
+        log_metric("referee/failures", sum(failures.values()) / n)
+        for kind, count in sorted(failures.items()):
+            log_metric(f"referee/failures/{kind}", count / n)
+        step_values = [v for s in scores if s.steps for v in s.steps]
+        if step_values:
+            # GRPO takes one value per completion (the folded total); the steps are logged.
+            log_metric("referee/steps/mean", sum(step_values) / len(step_values))
+            log_metric("referee/steps/per_completion", len(step_values) / n)
 
 
 class TRLRewardFunction:

@@ -8,11 +8,18 @@ ignored there, use the ``reward.`` ones)::
     +reward.custom_reward_function.reward_kwargs={spec: /abs/path/spec.yaml}
 
 Every sample gets a dict with the same keys: ``score``, ``referee_failed`` (1.0 when referee
-could give no score) and ``referee/<component>`` for each top-level component of a
-combination. verl has no way to mask a sample, so a rollout that gets no score is given
-``failure_value`` (0.0 unless ``reward_kwargs`` says otherwise) with ``referee_failed`` set;
-a component that was not run (a gate stopped it) or failed reads ``failure_value`` too. Never
-None, never NaN.
+could give no score), and for each top-level component of a combination ``referee/<component>``
+and ``referee/<component>/skipped`` (1.0 where the component did not run because a gate, or a
+failure, before it stopped the rollout; else 0.0). verl has no way to mask a sample, so a
+rollout that gets no score is given ``failure_value`` (0.0 unless ``reward_kwargs`` says
+otherwise) with ``referee_failed`` set; a component that ran and failed reads ``failure_value``
+too. ``score`` is always a finite number.
+
+A skipped component has no value, which is not a zero: it reads None, the value verl itself
+gives a sample that lacks an extra-info key. verl keeps these keys as numpy arrays (never
+tensors) and its validation metrics leave None out of their means, so ``referee/<component>``
+averages over the rollouts where the component ran; NaN would turn those means into NaN. (A
+key used as DAPO's ``filter_groups.metric`` must be a number on every sample: use ``score``.)
 
 ``compute_score`` sees one sample: its ``solution_str``, ``ground_truth`` (the reference; text
 that is a JSON object or array is decoded, so store nested references as JSON strings, which
@@ -161,21 +168,33 @@ def rollout_from_verl(
     )
 
 
+def _components(reward: Reward) -> list[str]:
+    return [name for name, _ in top_components(reward) if name != reward.name]
+
+
 def result_keys(reward: Reward) -> list[str]:
     """The keys of every sample's result dict, the same for every sample of a reward."""
-    names = [name for name, _ in top_components(reward) if name != reward.name]
-    return ["score", "referee_failed", *(f"referee/{n}" for n in names)]
+    per_component = ((f"referee/{n}", f"referee/{n}/skipped") for n in _components(reward))
+    return ["score", "referee_failed", *(key for pair in per_component for key in pair)]
 
 
-def result_dict(reward: Reward, score: Score, failure_value: float) -> dict[str, float]:
-    """A Score as verl's per-sample dict: fixed keys, always finite numbers."""
-    out = {
-        "score": failure_value if score.value is None else score.value,
+def _total(score: Score, failure_value: float) -> float:
+    """What verl optimises for a sample: its score, or `failure_value` where it has none."""
+    return failure_value if score.value is None else score.value
+
+
+def result_dict(reward: Reward, score: Score, failure_value: float) -> dict[str, float | None]:
+    """A Score as verl's per-sample dict: fixed keys, finite numbers, None for a skipped
+    component (see the module docstring)."""
+    out: dict[str, float | None] = {
+        "score": _total(score, failure_value),
         "referee_failed": 0.0 if score.value is not None else 1.0,
     }
-    for key in result_keys(reward)[2:]:
-        value = score.components.get(key[len("referee/") :])
-        out[key] = failure_value if value is None else value
+    for name in _components(reward):
+        value = score.components.get(name)
+        skipped = name in score.skipped
+        out[f"referee/{name}"] = None if skipped else failure_value if value is None else value
+        out[f"referee/{name}/skipped"] = 1.0 if skipped else 0.0
     return out
 
 
@@ -196,7 +215,7 @@ def compute_score(
     spec: str | Mapping[str, Any] | None = None,
     failure_value: float = DEFAULT_FAILURE_VALUE,
     **_: Any,
-) -> dict[str, float]:
+) -> dict[str, float | None]:
     """verl's per-sample reward function, synchronous (legacy managers, or any verl).
 
     Extra keyword arguments verl adds (``reward_router_address`` and the like) are ignored.
@@ -214,7 +233,7 @@ async def compute_score_async(
     spec: str | Mapping[str, Any] | None = None,
     failure_value: float = DEFAULT_FAILURE_VALUE,
     **_: Any,
-) -> dict[str, float]:
+) -> dict[str, float | None]:
     """`compute_score` for verl's reward loop, which awaits it: judges run concurrently."""
     reward, rollout = _sample(spec, data_source, solution_str, ground_truth, extra_info)
     return result_dict(reward, await reward.score(rollout), failure_value)
@@ -363,7 +382,7 @@ class RefereeRewardManager(AbstractRewardManager):
             all_spans.append(spans)
         scores = score_rollouts(self.reward, rollouts)
         reward_tensor = torch.zeros_like(data.batch["responses"], dtype=torch.float32)
-        extra: dict[str, list[float]] = {k: [] for k in result_keys(self.reward)}
+        extra: dict[str, list[float | None]] = {k: [] for k in result_keys(self.reward)}
         for i, (score, length) in enumerate(zip(scores, lengths, strict=True)):
             result = result_dict(self.reward, score, self.failure_value)
             ends = [end - 1 for _, end, generated in all_spans[i] if generated]
@@ -371,9 +390,9 @@ class RefereeRewardManager(AbstractRewardManager):
                 for end, value in zip(ends, score.steps, strict=True):
                     reward_tensor[i, end] = value
             else:
-                reward_tensor[i, length - 1] = result["score"]
-            for key, value in result.items():
-                extra[key].append(value)
+                reward_tensor[i, length - 1] = _total(score, self.failure_value)
+            for key, logged in result.items():
+                extra[key].append(logged)
         if return_dict:
             return {"reward_tensor": reward_tensor, "reward_extra_info": extra}
         return reward_tensor

@@ -69,7 +69,7 @@ def test_the_same_number_everywhere(
     from verl.workers.reward_manager import NaiveRewardManager
 
     spec_path = tmp_path / "spec.yaml"
-    spec_path.write_text(yaml.safe_dump(spec(judge_server)))
+    spec_path.write_text(yaml.safe_dump(spec(judge_server), sort_keys=False))
     rollouts = [
         Rollout(id=str(i), prompt=p, completion=c, reference=r) for i, (p, c, r) in enumerate(ROWS)
     ]

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
+import logging
+import math
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +30,7 @@ pytest.importorskip(
 
 import referee
 from referee import Rollout
+from referee.backends.server import serve as serve_reward
 from referee.judges.testing import FakeJudgeServer, Reply
 from tests.backends.conftest import letter_judge
 
@@ -80,7 +85,7 @@ def serve(tmp_path: Path) -> Iterator[Any]:
 
     def start(spec: dict[str, Any], *args: str) -> Server:
         path = tmp_path / f"spec{len(started)}.yaml"
-        path.write_text(yaml.safe_dump(spec))
+        path.write_text(yaml.safe_dump(spec, sort_keys=False))  # in order: gates first
         started.append(Server(path, *args))
         return started[-1]
 
@@ -129,7 +134,10 @@ def test_openrlhf_protocol(serve: Any) -> None:
     assert body["rewards"] == [want[0].value, want[1].value, -1.0]
     assert body["scores"] == body["rewards"]
     assert body["extra_logs"]["referee_failed"] == [0.0, 0.0, 1.0]
-    assert set(body["extra_logs"]) == {"referee_failed", "referee/boxed", "referee/short"}
+    assert set(body["extra_logs"]) == {
+        "referee_failed", "referee/boxed", "referee/short",
+        "referee/boxed/skipped", "referee/short/skipped",
+    }  # fmt: skip
 
 
 def test_openrlhf_labels_that_are_json_objects_are_decoded(serve: Any) -> None:
@@ -161,6 +169,121 @@ def test_errors_are_json_with_the_right_status(serve: Any) -> None:
     assert status == 405
     # After all that, it still serves.
     assert request(server.url + "/score", {"rollouts": ROLLOUTS[:1]})[0] == 200
+
+
+GATED = {
+    "name": "gated",
+    "combine": "weighted",
+    "components": {
+        "valid": {"type": "json_valid", "weight": 0.2, "gate": True},
+        "fields": {"type": "field_match", "fields": {"a": "number"}, "weight": 0.8},
+    },
+}
+
+
+def test_openrlhf_extra_logs_say_skipped_not_zero(serve: Any) -> None:
+    """A component a gate skipped has no value: NaN in extra_logs (it read 0.0, which dragged
+    OpenRLHF's batch mean of the component down), with a per-sample skipped flag; every key
+    keeps one number per query, as OpenRLHF needs."""
+    server = serve(GATED, "--failure-value", "-1")
+    queries = ['{"a": 1}', "not json", '{"a": 2}']
+    status, body = request(
+        server.url + "/get_reward", {"query": queries, "labels": ['{"a": 1}'] * 3}
+    )
+    assert status == 200
+    extra = body["extra_logs"]
+    assert set(extra) == {"referee_failed", "referee/valid", "referee/valid/skipped",
+                          "referee/fields", "referee/fields/skipped"}  # fmt: skip
+    assert all(len(values) == len(queries) for values in extra.values())
+    assert extra["referee/valid"] == [1.0, 0.0, 1.0]
+    assert extra["referee/valid/skipped"] == [0.0, 0.0, 0.0]
+    fields = extra["referee/fields"]
+    assert fields[0] == 1.0 and math.isnan(fields[1]) and fields[2] == 0.0
+    assert extra["referee/fields/skipped"] == [0.0, 1.0, 0.0]
+    assert body["rewards"] == [1.0, 0.0, 0.2]  # the gate's floor: a real reward, not a failure
+    assert extra["referee_failed"] == [0.0, 0.0, 0.0]
+
+
+NESTED = 100_000  # levels: Python's json gives up (RecursionError) near 1,000
+
+
+def test_json_nested_too_deep_is_a_bad_request_not_a_crash(serve: Any) -> None:
+    server = serve(SPEC)
+    deep_array = b"[" * NESTED + b"]" * NESTED
+    deep_object = b'{"a": ' * NESTED + b"1" + b"}" * NESTED
+    for path in ("/score", "/get_reward"):
+        for raw in (deep_array, deep_object):
+            status, body = request(server.url + path, raw=raw)
+            assert status == 400, body  # it was a 500 "internal"
+            assert body["error"]["type"] == "invalid_json"
+            assert "nested too deep" in body["error"]["message"]
+    # A label is JSON text that /get_reward decodes: too deep there is the sender's error too.
+    label = "[" * NESTED + "]" * NESTED
+    status, body = request(server.url + "/get_reward", {"query": ["x"], "labels": [label]})
+    assert status == 400 and body["error"]["message"].startswith("labels[0] is JSON nested too")
+    assert request(server.url + "/score", {"rollouts": ROLLOUTS[:1]})[0] == 200
+
+
+@referee.reward
+async def slow(rollout: Rollout) -> float:
+    await asyncio.sleep(0.5)
+    return 1.0
+
+
+@pytest.fixture
+def in_process() -> Iterator[str]:
+    """`referee serve` in a thread of this process, so that caplog sees what it logs."""
+    urls: list[str] = []
+    started = threading.Event()
+    box: dict[str, Any] = {}
+
+    async def main() -> None:
+        box["loop"], box["stop"] = asyncio.get_running_loop(), asyncio.Event()
+        await serve_reward(slow, port=0, ready=lambda url: (urls.append(url), started.set()),
+                           stop=box["stop"], shutdown_timeout=5)  # fmt: skip
+
+    thread = threading.Thread(target=asyncio.run, args=(main(),))
+    thread.start()
+    assert started.wait(timeout=30)
+    yield urls[0]
+    box["loop"].call_soon_threadsafe(box["stop"].set)
+    thread.join(timeout=30)
+
+
+def wait_until(condition: Callable[[], bool], seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_a_client_that_leaves_costs_one_line_not_a_traceback(
+    in_process: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    host, port = in_process.removeprefix("http://").split(":")
+    body = json.dumps({"rollouts": [{"completion": "x"}]}).encode()
+    head = b"POST /score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+
+    # The client leaves while the reward is scoring its request.
+    with socket.create_connection((host, int(port))) as client:
+        client.sendall(head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        wait_until(lambda: request(in_process + "/health", method="GET")[1]["in_flight"] > 0)
+    wait_until(lambda: "before the answer" in caplog.text)
+
+    # The client leaves halfway through its body, the handler reading it (the server's
+    # "100 Continue" says the handler has started).
+    with socket.create_connection((host, int(port))) as client:
+        client.sendall(head + b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % 999)
+        assert client.recv(64).startswith(b"HTTP/1.1 100")
+        client.sendall(body)
+    wait_until(lambda: "while sending" in caplog.text)  # it logged a traceback here
+
+    assert request(in_process + "/score", json.loads(body))[0] == 200  # still serving
+    lines = [r for r in caplog.records if "POST /score" in r.getMessage()]
+    assert len(lines) == 2 and all(r.levelno == logging.INFO for r in lines)
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.WARNING]
+    assert "Traceback" not in caplog.text
 
 
 def judge_spec(judge: FakeJudgeServer) -> dict[str, Any]:

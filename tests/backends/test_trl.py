@@ -136,6 +136,37 @@ def test_component_metrics_are_logged_once_per_batch() -> None:
     assert log.metrics["referee/failures"] == [0.0]
 
 
+@referee.reward
+def even(rollout: Rollout) -> float:
+    """1.0 for a completion of even length: a gate that stops about half of the attempts."""
+    return float(len(rollout.completion_text) % 2 == 0)
+
+
+@referee.reward
+def size(rollout: Rollout) -> float:
+    return float(len(rollout.completion_text))
+
+
+def test_a_skipped_component_is_out_of_its_mean_and_counted_as_skipped() -> None:
+    """The gate stopped `size` on half the batch: its mean is over the two rollouts where it
+    ran (3.0), not over four with the skipped ones as zeros (1.5)."""
+    for per_component in (False, True):
+        funcs = reward_funcs(referee.gate(even, size), per_component=per_component)
+        log = Metrics()
+        values = [
+            call(f, ["p"] * 4, ["ab", "abc", "abcd", "a"],
+                 log_metric=log.log_metric, log_extra=log.log_extra)
+            for f in funcs
+        ]  # fmt: skip
+        assert log.metrics["referee/size/mean"] == [3.0]
+        assert log.metrics["referee/size/skipped"] == [0.5]
+        assert log.metrics["referee/even/mean"] == [0.5]
+        assert log.metrics["referee/even/skipped"] == [0.0]
+        assert log.metrics["referee/failures"] == [0.0]
+        if per_component:  # the skipped component reaches TRL as None (masked), not as 0
+            assert values[1] == [2.0, None, 4.0, None]
+
+
 def test_per_component_scores_the_batch_once() -> None:
     calls: list[str] = []
 
@@ -199,18 +230,19 @@ def test_a_spec_file_path_works(tmp_path: Path) -> None:
 # --- a real GRPOTrainer -------------------------------------------------------------------
 
 
-def test_grpo_trainer_runs_two_steps_with_referee_rewards(
-    tmp_path: Path, judge_server: FakeJudgeServer
-) -> None:
+Batch = tuple[list[Any], list[Any]]
+
+
+def train_two_steps(
+    tmp_path: Path, funcs: list[Any], weights: list[float]
+) -> tuple[list[dict[str, Any]], list[Batch]]:
+    """Two real GRPOTrainer steps on the tiny model with `funcs` as its reward functions: the
+    log of each step, and the batch (prompts, completions) each step scored."""
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
     tok = tiny.tokenizer()
-    spec = spec_with_judge(judge_server, tmp_path / "cache.sqlite")
-    funcs = reward_funcs(spec)
-    assert asyncio.iscoroutinefunction(type(funcs[0]).__call__)  # the judge makes it async
-
-    batches: list[tuple[list[Any], list[Any]]] = []
+    batches: list[Batch] = []
 
     def recorder(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
         batches.append((list(prompts), list(completions)))
@@ -229,7 +261,7 @@ def test_grpo_trainer_runs_two_steps_with_referee_rewards(
         report_to=[],
         logging_steps=1,
         save_strategy="no",
-        reward_weights=[*funcs.weights, 0.0],
+        reward_weights=[*weights, 0.0],
         seed=0,
     )
     trainer = GRPOTrainer(
@@ -240,14 +272,25 @@ def test_grpo_trainer_runs_two_steps_with_referee_rewards(
         train_dataset=dataset,
     )
     trainer.train()
+    return trainer.state.log_history, batches
 
-    steps = [h for h in trainer.state.log_history if "rewards/graded/mean" in h]
+
+def test_grpo_trainer_runs_two_steps_with_referee_rewards(
+    tmp_path: Path, judge_server: FakeJudgeServer
+) -> None:
+    spec = spec_with_judge(judge_server, tmp_path / "cache.sqlite")
+    funcs = reward_funcs(spec)
+    assert asyncio.iscoroutinefunction(type(funcs[0]).__call__)  # the judge makes it async
+    log_history, batches = train_two_steps(tmp_path, funcs, funcs.weights)
+    steps = [h for h in log_history if "rewards/graded/mean" in h]
     assert len(steps) == 2 and len(batches) == 2
     reward = referee.load(spec)
     for logged, (prompts, completions) in zip(steps, batches, strict=True):
         assert {"referee/valid/mean", "referee/failures"} <= set(logged)
         assert any(k.startswith("referee/judge.") for k in logged)  # the rubric's criteria
         assert logged["referee/failures"] == 0.0
+        # No gate in this spec: nothing skipped, and TRL's own log says so per component.
+        assert logged["referee/valid/skipped"] == logged["referee/judge/skipped"] == 0.0
         # What TRL optimised is what referee.score gives for the same completions.
         rollouts = [
             Rollout(prompt=p, completion=c, group=str(i // 4))
@@ -258,6 +301,28 @@ def test_grpo_trainer_runs_two_steps_with_referee_rewards(
         mean = sum(values) / len(values)  # type: ignore[arg-type]
         assert math.isclose(logged["rewards/graded/mean"], mean, rel_tol=1e-5)
     assert judge_server.requests  # the judge was really asked, over HTTP
+
+
+def test_grpo_trainer_logs_a_gated_component_over_the_rollouts_it_ran_on(tmp_path: Path) -> None:
+    reward = referee.gate(even, size)
+    funcs = reward_funcs(reward)
+    log_history, batches = train_two_steps(tmp_path, funcs, funcs.weights)
+    steps = [h for h in log_history if "rewards/gate/mean" in h]
+    assert len(steps) == 2 and len(batches) == 2
+    for logged, (prompts, completions) in zip(steps, batches, strict=True):
+        rollouts = [
+            Rollout(prompt=p, completion=c) for p, c in zip(prompts, completions, strict=True)
+        ]
+        scores = referee.score(reward, rollouts)
+        skipped = sum("size" in s.skipped for s in scores) / len(scores)
+        assert logged["referee/size/skipped"] == pytest.approx(skipped)
+        ran = [v for s in scores if (v := s.components.get("size")) is not None]
+        if ran:  # the mean over the attempts the gate let through; the others are not zeros
+            assert logged["referee/size/mean"] == pytest.approx(sum(ran) / len(ran))
+        else:
+            assert "referee/size/mean" not in logged
+    # The gate stopped some attempts of a batch and passed others (else this shows nothing).
+    assert any(0 < logged["referee/size/skipped"] < 1 for logged in steps)
 
 
 def _rank_main(rank: int, world: int, port: int, out: Any) -> None:

@@ -46,7 +46,7 @@ SAMPLES = [  # (response, ground truth)
 @pytest.fixture
 def spec_path(tmp_path: Path) -> str:
     path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump(SPEC))
+    path.write_text(yaml.safe_dump(SPEC, sort_keys=False))  # in order: the gate first
     return str(path)
 
 
@@ -60,17 +60,20 @@ def test_compute_score_has_fixed_keys_and_referee_values(spec_path: str) -> None
         rv.compute_score("extraction", r, gt, {"index": i}, spec=spec_path)
         for i, (r, gt) in enumerate(SAMPLES)
     ]
-    keys = {"score", "referee_failed", "referee/valid", "referee/fields"}
+    keys = {"score", "referee_failed", "referee/valid", "referee/fields",
+            "referee/valid/skipped", "referee/fields/skipped"}  # fmt: skip
     assert all(set(r) == keys for r in results)
     assert [r["score"] for r in results] == [s.value for s in expected(SPEC, SAMPLES)]
     assert results[2] == {
         "score": 0.0,
         "referee_failed": 0.0,
         "referee/valid": 0.0,
-        "referee/fields": 0.0,
-    }  # fmt: skip  (gated: fields never ran)
+        "referee/valid/skipped": 0.0,
+        "referee/fields": None,  # gated: fields never ran, so it has no value (it read 0.0)
+        "referee/fields/skipped": 1.0,
+    }  # fmt: skip
     for r in results:
-        assert all(isinstance(v, float) for v in r.values())
+        assert all(isinstance(v, float) for k, v in r.items() if r.get(f"{k}/skipped") != 1.0)
 
 
 def test_parquet_shapes_numpy_arrays_are_plain_values(spec_path: str) -> None:
@@ -194,8 +197,32 @@ def test_legacy_naive_reward_manager_with_compute_score(spec_path: str) -> None:
     for i, pos in enumerate(last_token_positions(batch)):
         assert tensor[i, pos].item() == pytest.approx(want[i])
         assert tensor[i].count_nonzero().item() == (1 if want[i] else 0)  # only the last token
-    assert set(extra) == {"score", "referee_failed", "referee/valid", "referee/fields"}
+    assert set(extra) == {"score", "referee_failed", "referee/valid", "referee/fields",
+                          "referee/valid/skipped", "referee/fields/skipped"}  # fmt: skip
     assert extra["score"] == pytest.approx(want)
+
+
+def test_validation_metrics_average_a_gated_component_where_it_ran(spec_path: str) -> None:
+    """verl's validation metrics from referee's extra info: a component a gate skipped (None)
+    is left out of its mean, where a 0.0 dragged it down and a NaN would make it NaN."""
+    from verl.trainer.ppo.metric_utils import process_validation_metrics
+
+    tok = tiny.tokenizer()
+    batch = make_batch(tok, [("Extract:", r, gt) for r, gt in SAMPLES])
+    extra = rv.RefereeRewardManager(tok, spec=spec_path)(batch, return_dict=True)
+    infos = extra["reward_extra_info"]
+    # As verl's trainer holds them: numpy arrays in the batch, lists again for the metrics.
+    batch.non_tensor_batch.update({k: np.array(v) for k, v in infos.items()})
+    infos = {k: batch.non_tensor_batch[k].tolist() for k in infos}
+    metrics = process_validation_metrics(["x"] * len(SAMPLES), ["u"] * len(SAMPLES), infos)["x"]
+    ran = [v for s in expected(SPEC, SAMPLES) if (v := s.components.get("fields")) is not None]
+    assert len(ran) == 3  # the sample that is not JSON never reached `fields`
+    n = len(SAMPLES)
+    assert metrics["referee/fields"][f"mean@{len(ran)}"] == pytest.approx(sum(ran) / len(ran))
+    assert metrics["referee/fields/skipped"][f"mean@{n}"] == pytest.approx(1 / n)
+    assert metrics["score"][f"mean@{n}"] == pytest.approx(
+        sum(s.value or 0.0 for s in expected(SPEC, SAMPLES)) / n
+    )
 
 
 # --- group rewards: a scripted judge that ranks within the group it is shown ----------------
@@ -290,10 +317,14 @@ def test_reward_loop_with_compute_score_async(
         assert scores[i, pos].item() == pytest.approx(want[i])
         assert scores[i].count_nonzero().item() == (1 if want[i] else 0)
     assert set(out.meta_info["reward_extra_keys"]) == {
-        "score", "referee_failed", "referee/valid", "referee/fields"
+        "score", "referee_failed", "referee/valid", "referee/fields",
+        "referee/valid/skipped", "referee/fields/skipped"
     }  # fmt: skip
-    fields = [s.components.get("fields") or 0.0 for s in expected(SPEC, SAMPLES)]
-    assert list(out.non_tensor_batch["referee/fields"]) == pytest.approx(fields)
+    scores = expected(SPEC, SAMPLES)
+    fields = [s.components.get("fields") for s in scores]  # None where the gate stopped it
+    assert list(out.non_tensor_batch["referee/fields"]) == fields
+    skipped = [float("fields" in s.skipped) for s in scores]
+    assert list(out.non_tensor_batch["referee/fields/skipped"]) == skipped
 
 
 @pytest.mark.slow
