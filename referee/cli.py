@@ -8,9 +8,9 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import click
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 from rich.table import Table
@@ -26,9 +26,9 @@ from referee.report.diagnostics import (
     label_value,
     preference_value,
 )
-from referee.report.summary import Summary
+from referee.report.results import Report
 from referee.reward import Reward
-from referee.rollouts.jsonl import RowError, RowOk, read_jsonl
+from referee.rollouts.jsonl import RowError, RowOk, read_jsonl, validation_message
 from referee.rollouts.readers import FORMATS, Format, parse_mapping, read_rollouts, rows_of
 from referee.rollouts.run import (
     DEFAULT_BATCH_SIZE,
@@ -36,6 +36,8 @@ from referee.rollouts.run import (
     score_rows,
     score_to_path,
 )
+from referee.rollouts.scored import ScoredRow
+from referee.rollouts.summary import Summary
 from referee.spec import load
 
 __all__ = ["main"]
@@ -54,16 +56,9 @@ def summary_tables(summary: Summary) -> list[Table]:
     for column in ("component", "count", "mean", "std", "min", "max", "no value"):
         table.add_column(column, justify="left" if column == "component" else "right")
     for name, stats in summary.components.items():
-        d = stats.to_dict()
-        table.add_row(
-            name,
-            str(stats.count),
-            _fmt(d["mean"]),
-            _fmt(d["std"]),
-            _fmt(d["min"]),
-            _fmt(d["max"]),
-            str(stats.missing + summary.skipped.get(name, 0)),
-        )
+        values = (stats.mean, stats.std, stats.min, stats.max) if stats.count else (None,) * 4
+        no_value = stats.missing + summary.skipped.get(name, 0)
+        table.add_row(name, str(stats.count), *map(_fmt, values), str(no_value))
     tables = [table]
     if summary.failures:
         failures = Table(title="failures by type", title_justify="left")
@@ -196,18 +191,16 @@ def score(
             console.print(f"wrote {run.summary.rows} rows to {output}")
 
 
-def _output_rows(
-    items: list[RowOk | RowError], reward: Reward, source: Path
-) -> list[dict[str, Any]]:
+def _output_rows(items: list[RowOk | RowError], reward: Reward, source: Path) -> list[ScoredRow]:
     """The rows `referee score` would write for `items`, in memory."""
-    out: list[dict[str, Any]] = []
+    out: list[ScoredRow] = []
     run_sync(score_rows(items, reward, out.append, source=str(source)))
     return out
 
 
 def _report_rows(
     items: Iterable[RowOk | RowError],
-    scores: Iterable[dict[str, Any]],
+    scores: Iterable[ScoredRow],
     label: str | None,
     preference: str | None = None,
 ) -> tuple[list[ReportRow], str | None, str | None]:
@@ -226,9 +219,9 @@ def _report_rows(
         value = None
         preferred = None
         if isinstance(item, RowOk):
-            if scored.get("id") is not None and str(scored["id"]) != item.rollout.id:
+            if scored.id is not None and scored.id != item.rollout.id:
                 raise click.ClickException(
-                    f"row {i + 1}: the scored file has id {scored['id']!r}, the rollouts "
+                    f"row {i + 1}: the scored file has id {scored.id!r}, the rollouts "
                     f"{item.rollout.id!r}; pass the rollouts file that was scored"
                 )
             chars = len(item.rollout.completion_text)
@@ -236,37 +229,25 @@ def _report_rows(
             found = found or key
             pkey, preferred = preference_value(item.rollout.metadata, preference)
             found_pref = found_pref or pkey
-        rows.append(_report_row(scored, chars, value, preferred))
+        rows.append(ReportRow.of(scored, chars=chars, label=value, preferred=preferred))
     return rows, found, found_pref
 
 
-def _report_row(
-    scored: dict[str, Any], chars: int | None, label: float | None, preferred: bool | None = None
-) -> ReportRow:
-    failure = scored.get("failure") or {}
-    return ReportRow(
-        value=scored.get("reward"),
-        steps=scored.get("steps"),
-        components=scored.get("components") or {},
-        failure=failure.get("type"),
-        group=scored.get("group"),
-        chars=chars,
-        label=label,
-        preferred=preferred,
-        cost=scored.get("cost"),
-        latency=scored.get("latency"),
-        tokens=scored.get("tokens"),
-    )
-
-
-def _scored_rows(path: Path) -> Iterator[dict[str, Any]]:
+def _scored_rows(path: Path) -> Iterator[ScoredRow]:
     for number, _, row, error in rows_of(path):
-        if row is None or "reward" not in row:
-            raise click.ClickException(
-                f"{path}:{number}: not a scored row ({error or 'no reward key'}); "
-                "pass the output of referee score, or rollouts with --spec"
-            )
-        yield dict(row)
+        why = error or "no reward key"
+        if row is not None and "reward" in row:
+            try:
+                scored = ScoredRow.model_validate(row)
+            except ValidationError as exc:
+                why = validation_message(exc)
+            else:
+                yield scored
+                continue
+        raise click.ClickException(
+            f"{path}:{number}: not a scored row ({why}); "
+            "pass the output of referee score, or rollouts with --spec"
+        )
 
 
 @main.command()
@@ -299,8 +280,6 @@ def report(
     correlation, agreement with human labels, determinism (HTML, JSON and a terminal summary).
 
     SCORED is the output of `referee score`; with --spec it is a rollouts file, scored here."""
-    import json
-
     from referee.report.html import render_html
 
     try:
@@ -310,7 +289,7 @@ def report(
             reward = _load_spec(spec)
             items = list(read_rollouts(scored, format=format_, mapping=mapping))
             runs = [_output_rows(items, reward, scored) for _ in range(repeat)]
-            repeats = [[r.get("reward") for r in run] for run in runs]
+            repeats = [[r.reward for r in run] for run in runs]
             rows, found, found_pref = _report_rows(items, runs[0], label, preference)
         elif rollouts is not None:
             items_iter = read_rollouts(rollouts, format=format_, mapping=mapping)
@@ -318,7 +297,7 @@ def report(
                 items_iter, _scored_rows(scored), label, preference
             )
         else:
-            rows = [_report_row(r, None, None) for r in _scored_rows(scored)]
+            rows = [ReportRow.of(r) for r in _scored_rows(scored)]
             found = found_pref = None
     except RefereeError as exc:
         raise click.ClickException(str(exc)) from None
@@ -327,62 +306,61 @@ def report(
     console = Console()
     _print_report(console, result)
     if json_path is not None:
-        json_path.write_text(json.dumps(result, indent=2, allow_nan=False))
+        json_path.write_text(result.to_json(indent=2))
         console.print(f"wrote {json_path}")
     if html_path is not None:
         html_path.write_text(render_html(result, title=f"referee report: {scored.name}"))
         console.print(f"wrote {html_path}")
 
 
-def _print_report(console: Console, result: dict[str, Any]) -> None:
-    reward = result["reward"]
+def _print_report(console: Console, result: Report) -> None:
+    reward = result.reward
     console.print(
-        f"[bold]{result['rows']}[/bold] rollouts, {result['failed']} without a score; "
-        f"mean reward {_fmt(reward.get('mean'))} (std {_fmt(reward.get('std'))})"
+        f"[bold]{result.rows}[/bold] rollouts, {result.failed} without a score; "
+        f"mean reward {_fmt(reward.mean)} (std {_fmt(reward.std)})"
     )
-    grpo = result.get("grpo")
-    if grpo:
-        share = grpo["zero_variance_share"]
+    grpo = result.grpo
+    if grpo is not None:
+        share = grpo.zero_variance_share
         style = "yellow" if share > 0.5 else "default"
         console.print(
-            f"[{style}]{100 * share:.1f}% of {grpo['groups']} groups have zero reward variance"
-            f"[/{style}] (mean within-group std {_fmt(grpo['mean_within_group_std'])})"
+            f"[{style}]{100 * share:.1f}% of {grpo.groups} groups have zero reward variance"
+            f"[/{style}] (mean within-group std {_fmt(grpo.mean_within_group_std)})"
         )
-    length = result.get("length")
-    if length:
-        rho = length.get("spearman")
+    length = result.length
+    if length is not None:
+        rho = length.spearman
         style = "yellow" if rho is not None and rho > 0.5 else "default"
         console.print(f"[{style}]reward vs completion length: Spearman {_fmt(rho)}[/{style}]")
-    agreement = result.get("agreement")
-    if agreement:
-        parts = [
-            f"{k} {_fmt(agreement[k]['value'])}" for k in AGREEMENT_STATISTICS if k in agreement
-        ]
-        console.print(f"agreement with {agreement['label']}: " + ", ".join(parts))
-    prefs = result.get("preferences")
-    if prefs:
-        acc = prefs["pairwise_accuracy"]
+    agreement = result.agreement
+    if agreement is not None:
+        statistics = [(k, getattr(agreement, k)) for k in AGREEMENT_STATISTICS]
+        parts = [f"{k} {_fmt(stat.value)}" for k, stat in statistics if stat is not None]
+        console.print(f"agreement with {agreement.label}: " + ", ".join(parts))
+    prefs = result.preferences
+    if prefs is not None:
+        acc = prefs.pairwise_accuracy
         console.print(
-            f"agreement with human preferences ({prefs['key']}): pairwise accuracy "
-            f"{_fmt(acc['value'])} [{_fmt(acc['ci_low'])}, {_fmt(acc['ci_high'])}] over "
-            f"{acc['n']} pairs in {prefs['groups']} groups"
+            f"agreement with human preferences ({prefs.key}): pairwise accuracy "
+            f"{_fmt(acc.value)} [{_fmt(acc.ci_low)}, {_fmt(acc.ci_high)}] over "
+            f"{acc.n} pairs in {prefs.groups} groups"
         )
-    steps = result.get("steps")
-    if steps:
-        means = ", ".join(f"{_fmt(p['mean'])}" for p in steps["by_position"][:10])
+    steps = result.steps
+    if steps is not None:
+        means = ", ".join(f"{_fmt(p.mean)}" for p in steps.by_position[:10])
         console.print(
-            f"per-step rewards on {steps['rollouts']} trajectories "
-            f"({_fmt(steps['mean_steps'])} steps each): mean by step {means}"
+            f"per-step rewards on {steps.rollouts} trajectories "
+            f"({_fmt(steps.mean_steps)} steps each): mean by step {means}"
         )
-    det = result.get("determinism")
-    if det:
+    det = result.determinism
+    if det is not None:
         console.print(
-            f"determinism over {det['repeats']} scorings: value changed for "
-            f"{100 * det['changed_share']:.1f}%, verdict flipped for "
-            f"{100 * det['verdict_flip_share']:.1f}%"
+            f"determinism over {det.repeats} scorings: value changed for "
+            f"{100 * det.changed_share:.1f}%, verdict flipped for "
+            f"{100 * det.verdict_flip_share:.1f}%"
         )
-    if result["failures"]:
-        console.print("failures: " + ", ".join(f"{k} {v}" for k, v in result["failures"].items()))
+    if result.failures:
+        console.print("failures: " + ", ".join(f"{k} {v}" for k, v in result.failures.items()))
 
 
 @main.command()
@@ -405,8 +383,6 @@ def compare(
 ) -> None:  # fmt: skip
     """Compare two rewards on the same rollouts: two specs (with --rollouts) or two files
     scored by `referee score`."""
-    import json
-
     from referee.report.compare import Compared
     from referee.report.compare import compare as compare_scores
 
@@ -427,45 +403,44 @@ def compare(
         )
     pairs = []
     for i, (x, y) in enumerate(zip(rows_a, rows_b, strict=True)):
-        if x.get("id") != y.get("id"):
+        if x.id != y.id:
             raise click.ClickException(
-                f"row {i + 1}: id {x.get('id')!r} in {a} but {y.get('id')!r} in {b}: compare "
+                f"row {i + 1}: id {x.id!r} in {a} but {y.id!r} in {b}: compare "
                 "scorings of the same rollouts, in the same order"
             )
-        pairs.append(Compared(str(x.get("id")), x.get("group"), x.get("reward"), y.get("reward")))
+        pairs.append(Compared(str(x.id), x.group, x.reward, y.reward))
     names = (Path(a).stem, Path(b).stem)
     if names[0] == names[1]:
         names = ("A", "B")
     result = compare_scores(pairs, threshold=threshold, top=top, names=names)
     console = Console()
-    sp, kt = result["spearman"], result["kendall_tau"]
+    sp, kt = result.spearman, result.kendall_tau
     console.print(
-        f"{result['compared']} of {result['rows']} rollouts scored by both; Spearman "
-        f"{_fmt(sp['value'])} [{_fmt(sp['ci_low'])}, {_fmt(sp['ci_high'])}], Kendall tau "
-        f"{_fmt(kt['value'])}"
+        f"{result.compared} of {result.rows} rollouts scored by both; Spearman "
+        f"{_fmt(sp.value)} [{_fmt(sp.ci_low)}, {_fmt(sp.ci_high)}], Kendall tau "
+        f"{_fmt(kt.value)}"
     )
     console.print(
-        f"verdicts (>= {threshold:g}) agree on {_fmt(result['verdict_agreement'])}, Cohen's "
-        f"kappa {_fmt(result['cohen_kappa'])}; {result['flipped']} flipped"
+        f"verdicts (>= {threshold:g}) agree on {_fmt(result.verdict_agreement)}, Cohen's "
+        f"kappa {_fmt(result.cohen_kappa)}; {result.flipped} flipped"
     )
-    groups = result["within_groups"]
-    if groups:
+    groups = result.within_groups
+    if groups is not None:
         console.print(
-            f"within {groups['groups']} groups: mean Kendall tau "
-            f"{_fmt(groups['mean_within_group_kendall_tau'])}, best attempt changed in "
-            f"{100 * groups['best_attempt_changed_share']:.1f}%, advantage sign differs for "
-            f"{100 * groups['advantage_sign_differs_share']:.1f}% of rollouts"
+            f"within {groups.groups} groups: mean Kendall tau "
+            f"{_fmt(groups.mean_within_group_kendall_tau)}, best attempt changed in "
+            f"{100 * groups.best_attempt_changed_share:.1f}%, advantage sign differs for "
+            f"{100 * groups.advantage_sign_differs_share:.1f}% of rollouts"
         )
-    if result["top_flipped"]:
+    if result.top_flipped:
         table = Table(title="largest flips", title_justify="left")
         for column in ("id", "group", names[0], names[1]):
             table.add_column(column)
-        for row in result["top_flipped"]:
-            table.add_row(str(row["id"]), str(row["group"]), _fmt(row[names[0]]),
-                          _fmt(row[names[1]]))  # fmt: skip
+        for flip in result.top_flipped:
+            table.add_row(flip.id, str(flip.group), _fmt(flip.a), _fmt(flip.b))
         console.print(table)
     if json_path is not None:
-        json_path.write_text(json.dumps(result, indent=2, allow_nan=False))
+        json_path.write_text(result.to_json(indent=2))
         console.print(f"wrote {json_path}")
 
 
@@ -493,8 +468,6 @@ def probe(
     Probes: empty answer, format without content, prompt copied back, hedged answers, an
     instruction to the grader, a fake verdict, a judge-fence escape, for code exit-0 / PASSED /
     always-equal; and the gold answer repeated or padded (which must not earn more)."""
-    import json
-
     from referee.report.probes import PROBES, run_probes
 
     names = None
@@ -514,23 +487,23 @@ def probe(
     result = run_sync(run_probes(reward, good, limit=limit, fraction=fraction,
                                  max_share=max_share, only=names))  # fmt: skip
     console = Console()
-    if result["golds"] == 0:
+    if result.golds == 0:
         raise click.ClickException(
             "no rollout earned a reward above 0, so there is no gold answer to build probes "
             "from; check the spec against these rollouts with referee score"
         )
-    table = Table(title=f"probes against {result['golds']} gold answers", title_justify="left")
+    table = Table(title=f"probes against {result.golds} gold answers", title_justify="left")
     for column in ("probe", "kind", "tried", "beat the bar", "probe reward", "gold reward", ""):
         table.add_column(column, justify="left" if column in ("probe", "kind", "") else "right")
-    for name, r in result["probes"].items():
-        status = "[red]FAIL[/red]" if r["failed"] else ("-" if not r["tried"] else "ok")
-        means = _fmt(r["mean_probe_reward"]), _fmt(r["mean_gold_reward"])
-        table.add_row(name, r["kind"], str(r["tried"]), str(r["flagged"]), *means, status)
+    for name, r in result.probes.items():
+        status = "[red]FAIL[/red]" if r.failed else ("-" if not r.tried else "ok")
+        means = _fmt(r.mean_probe_reward), _fmt(r.mean_gold_reward)
+        table.add_row(name, r.kind, str(r.tried), str(r.flagged), *means, status)
     console.print(table)
     if json_path is not None:
-        json_path.write_text(json.dumps(result, indent=2, allow_nan=False))
-    if result["failed"]:
-        console.print(f"[red]hacks that work: {', '.join(result['failed'])}[/red]")
+        json_path.write_text(result.to_json(indent=2))
+    if result.failed:
+        console.print(f"[red]hacks that work: {', '.join(result.failed)}[/red]")
         sys.exit(1)
     console.print("no probe beat the bar")
 
@@ -551,7 +524,7 @@ def demo(width: int) -> None:
     for name, description in _DEMOS:
         with resources.as_file(data / f"{name}.yaml") as spec_path:
             reward = _load_spec(str(spec_path))
-        rows: list[dict[str, Any]] = []
+        rows: list[ScoredRow] = []
         with resources.as_file(data / f"{name}.jsonl") as rollouts_path:
             inputs = list(read_jsonl(rollouts_path))
             run = run_sync(score_rows(inputs, reward, rows.append))
@@ -565,22 +538,17 @@ def demo(width: int) -> None:
         table.add_column("id")
         table.add_column("attempt")
         table.add_column("reward", justify="right")
-        stepped = any(row.get("steps") for row in rows)
+        stepped = any(row.steps for row in rows)
         if stepped:
             table.add_column("per-turn")
         table.add_column("reason", overflow="fold")
         for row in rows:
-            reason = str(row.get("reason") or "")
+            reason = row.reason or ""
             if 0 < width < len(reason):
                 reason = reason[: width - 3] + "..."
-            reward_value = row.get("reward")
-            cells = [
-                str(row["id"]),
-                notes.get(str(row["id"]), ""),
-                _fmt(reward_value if isinstance(reward_value, float | int) else None),
-            ]
+            cells = [str(row.id), notes.get(str(row.id), ""), _fmt(row.reward)]
             if stepped:
-                cells.append(" ".join(_fmt(v) for v in row.get("steps") or []))
+                cells.append(" ".join(_fmt(v) for v in row.steps or ()))
             table.add_row(*cells, reason)
         console.print(table)
         for summary_table in summary_tables(run.summary):

@@ -132,3 +132,22 @@ def test_hostile_inputs(tmp_path: Path, spec: Path, label: str, data: bytes, row
     assert len(scored) == rows
     for r in scored:
         assert r["reward"] is not None or r["failure"] is not None  # never a silent value
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ('{"id": "a", "completion": "x"}', "no reward key"),  # rollouts, not scored rows
+        ('{"id": "a", "reward": "high"}', "field reward"),  # names the bad field
+        ("{broken", "not valid JSON"),
+    ],
+)
+def test_report_and_compare_say_which_scored_row_is_wrong(
+    tmp_path: Path, line: str, why: str
+) -> None:
+    good = json.dumps({"id": "z", "line": 1, "reward": 1.0})
+    scored = tmp_path / "scored.jsonl"
+    scored.write_text(good + "\n" + line + "\n")
+    for args in (["report", str(scored)], ["compare", str(scored), str(scored)]):
+        code, output = run(*args)
+        assert code == 1 and f"{scored}:2: not a scored row" in output and why in output

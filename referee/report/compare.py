@@ -14,9 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from referee.report.stats import bootstrap, cohen_kappa, kendall_tau, pearson, spearman
+from pydantic import SerializerFunctionWrapHandler, model_serializer, model_validator
 
-__all__ = ["Compared", "compare"]
+from referee.report.results import Result, Statistic
+from referee.report.stats import bootstrap, cohen_kappa, kendall_tau, pearson, spearman
+from referee.rollouts.scored import Number
+
+__all__ = ["Compared", "Comparison", "Flip", "WithinGroups", "compare"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +33,87 @@ class Compared:
     b: float | None
 
 
+class Flip(Result):
+    """A rollout whose verdict the two rewards disagree on, with the value each gave."""
+
+    id: str
+    group: str | None
+    a: Number
+    b: Number
+
+
+class WithinGroups(Result):
+    """Whether the two rank the attempts of each group alike (groups of two or more)."""
+
+    groups: int
+    mean_within_group_kendall_tau: float | None
+    groups_ranked: int
+    best_attempt_changed_share: float
+    advantage_sign_differs_share: float
+
+
+class Comparison(Result):
+    """Two scorings of the same rollouts compared (see the module docstring).
+
+    Written as JSON, the rewards' names stand in keys: `failed_only_a` as
+    ``only_<names[0]>_failed``, and a flip's `a` and `b` under the two names.
+    """
+
+    names: tuple[str, str]
+    rows: int
+    compared: int
+    failed_only_a: int
+    failed_only_b: int
+    both_failed: int
+    pearson: float | None
+    spearman: Statistic
+    kendall_tau: Statistic
+    threshold: float
+    verdict_agreement: float | None
+    cohen_kappa: float | None
+    flipped: int
+    top_flipped: tuple[Flip, ...]
+    within_groups: WithinGroups | None
+
+    @model_validator(mode="after")
+    def _two_names(self) -> Comparison:
+        if self.names[0] == self.names[1]:
+            raise ValueError(f"the two rewards need different names, got {self.names!r}")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _named_keys(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        a, b = self.names
+        data: dict[str, Any] = handler(self)
+        written = {"failed_only_a": f"only_{a}_failed", "failed_only_b": f"only_{b}_failed"}
+        data["top_flipped"] = [
+            {"id": f["id"], "group": f["group"], a: f["a"], b: f["b"]} for f in data["top_flipped"]
+        ]
+        return {written.get(k, k): v for k, v in data.items()}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unnamed_keys(cls, data: Any) -> Any:
+        """Read the written form back. None of its keys is a `failed_only_*`, whatever the
+        rewards' names, so the two forms cannot be mistaken for each other."""
+        if not isinstance(data, dict) or "failed_only_a" in data:
+            return data
+        names = data.get("names")
+        if not isinstance(names, list | tuple) or len(names) != 2:
+            return data  # validation says what is wrong
+        a, b = names
+        fields = {f"only_{a}_failed": "failed_only_a", f"only_{b}_failed": "failed_only_b"}
+        out = {fields.get(k, k): v for k, v in data.items()}
+        if isinstance(out.get("top_flipped"), list):
+            out["top_flipped"] = [
+                {"id": f.get("id"), "group": f.get("group"), "a": f.get(a), "b": f.get(b)}
+                if isinstance(f, dict)
+                else f
+                for f in out["top_flipped"]
+            ]
+        return out
+
+
 def _sign(x: float, eps: float = 1e-9) -> int:
     return 0 if abs(x) <= eps else (1 if x > 0 else -1)
 
@@ -38,7 +123,7 @@ def _both(rows: Sequence[Compared]) -> list[tuple[Compared, float, float]]:
     return [(r, r.a, r.b) for r in rows if r.a is not None and r.b is not None]
 
 
-def _groups(rows: Sequence[Compared]) -> dict[str, Any] | None:
+def _groups(rows: Sequence[Compared]) -> WithinGroups | None:
     groups: dict[str, list[tuple[float, float]]] = {}
     for r, value_a, value_b in _both(rows):
         if r.group is not None:
@@ -62,13 +147,13 @@ def _groups(rows: Sequence[Compared]) -> dict[str, Any] | None:
         for x, y in g:
             sign_total += 1
             sign_differs += _sign(x - mean_a) != _sign(y - mean_b)
-    return {
-        "groups": len(multi),
-        "mean_within_group_kendall_tau": sum(taus) / len(taus) if taus else None,
-        "groups_ranked": len(taus),
-        "best_attempt_changed_share": best_changed / len(multi),
-        "advantage_sign_differs_share": sign_differs / sign_total,
-    }
+    return WithinGroups(
+        groups=len(multi),
+        mean_within_group_kendall_tau=sum(taus) / len(taus) if taus else None,
+        groups_ranked=len(taus),
+        best_attempt_changed_share=best_changed / len(multi),
+        advantage_sign_differs_share=sign_differs / sign_total,
+    )
 
 
 def compare(
@@ -77,8 +162,12 @@ def compare(
     threshold: float = 0.5,
     top: int = 10,
     names: tuple[str, str] = ("A", "B"),
-) -> dict[str, Any]:
-    """The comparison of two scorings of the same rollouts, JSON-ready."""
+) -> Comparison:
+    """The comparison of two scorings of the same rollouts.
+
+    Raises:
+        ValueError: The two names are the same (they name keys of the written comparison).
+    """
     both = _both(rows)
     xs = [t[1] for t in both]
     ys = [t[2] for t in both]
@@ -86,29 +175,24 @@ def compare(
     verdict_b = [y >= threshold for y in ys]
     flipped = [t for t in both if (t[1] >= threshold) != (t[2] >= threshold)]
     flipped.sort(key=lambda t: -abs(t[1] - t[2]))
-    only = {
-        f"only_{names[0]}_failed": sum(1 for r in rows if r.a is None and r.b is not None),
-        f"only_{names[1]}_failed": sum(1 for r in rows if r.b is None and r.a is not None),
-        "both_failed": sum(1 for r in rows if r.a is None and r.b is None),
-    }
-    return {
-        "names": list(names),
-        "rows": len(rows),
-        "compared": len(both),
-        **only,
-        "pearson": pearson(xs, ys),
-        "spearman": bootstrap(spearman, xs, ys, resamples=300).to_dict(),
-        "kendall_tau": bootstrap(kendall_tau, xs, ys, resamples=200).to_dict(),
-        "threshold": threshold,
-        "verdict_agreement": (
+    return Comparison(
+        names=names,
+        rows=len(rows),
+        compared=len(both),
+        failed_only_a=sum(1 for r in rows if r.a is None and r.b is not None),
+        failed_only_b=sum(1 for r in rows if r.b is None and r.a is not None),
+        both_failed=sum(1 for r in rows if r.a is None and r.b is None),
+        pearson=pearson(xs, ys),
+        spearman=Statistic.of(bootstrap(spearman, xs, ys, resamples=300)),
+        kendall_tau=Statistic.of(bootstrap(kendall_tau, xs, ys, resamples=200)),
+        threshold=threshold,
+        verdict_agreement=(
             sum(p == q for p, q in zip(verdict_a, verdict_b, strict=True)) / len(both)
             if both
             else None
         ),
-        "cohen_kappa": cohen_kappa(verdict_a, verdict_b),
-        "flipped": len(flipped),
-        "top_flipped": [
-            {"id": r.id, "group": r.group, names[0]: a, names[1]: b} for r, a, b in flipped[:top]
-        ],
-        "within_groups": _groups(rows),
-    }
+        cohen_kappa=cohen_kappa(verdict_a, verdict_b),
+        flipped=len(flipped),
+        top_flipped=tuple(Flip(id=r.id, group=r.group, a=a, b=b) for r, a, b in flipped[:top]),
+        within_groups=_groups(rows),
+    )

@@ -1,4 +1,4 @@
-"""Is this reward any good? Diagnostics of a scored set of rollouts, as a JSON-ready dict.
+"""Is this reward any good? Diagnostics of a scored set of rollouts, as a `Report`.
 
 - distributions of the total and of every component (summary statistics and histograms);
 - failures by type; judge cost, latency and tokens;
@@ -21,6 +21,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from referee.report.results import (
+    Agreement,
+    Determinism,
+    Distribution,
+    GrpoSignal,
+    JudgeUsage,
+    LengthCorrelation,
+    Preferences,
+    Report,
+    Statistic,
+    StepPosition,
+    StepRewards,
+)
 from referee.report.stats import (
     Estimate,
     bootstrap,
@@ -31,6 +44,7 @@ from referee.report.stats import (
     quantile,
     spearman,
 )
+from referee.rollouts.scored import ScoredRow
 
 __all__ = [
     "AGREEMENT_STATISTICS",
@@ -38,6 +52,7 @@ __all__ = [
     "PREFERENCE_KEYS",
     "ReportRow",
     "build_report",
+    "label_value",
     "preference_value",
 ]
 
@@ -72,24 +87,49 @@ class ReportRow:
     latency: float | None = None
     tokens: int | None = None
 
+    @classmethod
+    def of(
+        cls,
+        scored: ScoredRow,
+        *,
+        chars: int | None = None,
+        label: float | None = None,
+        preferred: bool | None = None,
+    ) -> ReportRow:
+        """What the report needs of a scored output row, with what its rollout adds (the
+        completion's length, a human label or preference) where the rollout is known."""
+        return cls(
+            value=scored.reward,
+            components=scored.components,
+            failure=None if scored.failure is None else scored.failure.type,
+            group=scored.group,
+            chars=chars,
+            label=label,
+            preferred=preferred,
+            steps=scored.steps,
+            cost=scored.cost,
+            latency=scored.latency,
+            tokens=scored.tokens,
+        )
 
-def _distribution(values: Sequence[float], missing: int) -> dict[str, Any]:
+
+def _distribution(values: Sequence[float], missing: int) -> Distribution:
     if not values:
-        return {"count": 0, "missing": missing}
+        return Distribution(count=0, missing=missing)
     ordered = sorted(values)
     n = len(ordered)
     mean = sum(ordered) / n
     std = math.sqrt(sum((v - mean) ** 2 for v in ordered) / n)
-    return {
-        "count": n,
-        "missing": missing,
-        "mean": mean,
-        "std": std,
-        "min": ordered[0],
-        "p50": quantile(ordered, 0.5),
-        "max": ordered[-1],
-        "histogram": [list(b) for b in histogram(ordered)],
-    }
+    return Distribution(
+        count=n,
+        missing=missing,
+        mean=mean,
+        std=std,
+        min=ordered[0],
+        p50=quantile(ordered, 0.5),
+        max=ordered[-1],
+        histogram=tuple(histogram(ordered)),
+    )
 
 
 def _sample(pairs: list[tuple[float, float]], limit: int) -> list[tuple[float, float]]:
@@ -98,7 +138,7 @@ def _sample(pairs: list[tuple[float, float]], limit: int) -> list[tuple[float, f
     return random.Random(0).sample(pairs, limit)
 
 
-def _grpo(rows: Sequence[ReportRow]) -> dict[str, Any] | None:
+def _grpo(rows: Sequence[ReportRow]) -> GrpoSignal | None:
     groups: dict[str, list[float]] = {}
     for r in rows:
         if r.group is not None and r.value is not None:
@@ -113,55 +153,57 @@ def _grpo(rows: Sequence[ReportRow]) -> dict[str, Any] | None:
         std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
         spreads.append(std)
         flat += max(values) - min(values) < 1e-9
-    return {
-        "groups": len(multi),
-        "mean_group_size": sum(len(v) for v in multi) / len(multi),
-        "zero_variance_share": flat / len(multi),
-        "mean_within_group_std": sum(spreads) / len(spreads),
-        "within_group_std_histogram": [list(b) for b in histogram(spreads)],
-    }
+    return GrpoSignal(
+        groups=len(multi),
+        mean_group_size=sum(len(v) for v in multi) / len(multi),
+        zero_variance_share=flat / len(multi),
+        mean_within_group_std=sum(spreads) / len(spreads),
+        within_group_std_histogram=tuple(histogram(spreads)),
+    )
 
 
-def _length(rows: Sequence[ReportRow]) -> dict[str, Any] | None:
+def _length(rows: Sequence[ReportRow]) -> LengthCorrelation | None:
     pairs = [(float(r.chars), r.value) for r in rows if r.chars is not None and r.value is not None]
     if len(pairs) < 3:
         return None
     xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
-    return {
-        "n": len(pairs),
-        "pearson": pearson(xs, ys),
-        "spearman": spearman(xs, ys),
-        "points": [list(p) for p in _sample(pairs, SCATTER_POINTS)],
-    }
+    return LengthCorrelation(
+        n=len(pairs),
+        pearson=pearson(xs, ys),
+        spearman=spearman(xs, ys),
+        points=tuple(_sample(pairs, SCATTER_POINTS)),
+    )
 
 
-def _agreement(rows: Sequence[ReportRow], label: str, threshold: float) -> dict[str, Any] | None:
+def _agreement(rows: Sequence[ReportRow], label: str, threshold: float) -> Agreement | None:
     pairs = [(r.value, r.label) for r in rows if r.label is not None and r.value is not None]
     if len(pairs) < 3:
         return None
     sample = _sample(pairs, BOOTSTRAP_MAX)
     xs, ys = [p[0] for p in sample], [p[1] for p in sample]
-    out: dict[str, Any] = {
-        "label": label,
-        "n": len(pairs),
-        "spearman": bootstrap(spearman, xs, ys, resamples=500).to_dict(),
-        "kendall_tau": bootstrap(kendall_tau, xs, ys, resamples=200).to_dict(),
-    }
-    if set(ys) <= {0.0, 1.0}:
+    spearman_ci = Statistic.of(bootstrap(spearman, xs, ys, resamples=500))
+    kendall_ci = Statistic.of(bootstrap(kendall_tau, xs, ys, resamples=200))
+    if not set(ys) <= {0.0, 1.0}:
+        return Agreement(label=label, n=len(pairs), spearman=spearman_ci, kendall_tau=kendall_ci)
 
-        def accuracy(x: Sequence[float], y: Sequence[float]) -> float:
-            return sum((a >= threshold) == (b == 1.0) for a, b in zip(x, y, strict=True)) / len(x)
+    def accuracy(x: Sequence[float], y: Sequence[float]) -> float:
+        return sum((a >= threshold) == (b == 1.0) for a, b in zip(x, y, strict=True)) / len(x)
 
-        def kappa(x: Sequence[float], y: Sequence[float]) -> float | None:
-            return cohen_kappa([a >= threshold for a in x], [b == 1.0 for b in y])
+    def kappa(x: Sequence[float], y: Sequence[float]) -> float | None:
+        return cohen_kappa([a >= threshold for a in x], [b == 1.0 for b in y])
 
-        out["threshold"] = threshold
-        out["accuracy"] = bootstrap(accuracy, xs, ys, resamples=500).to_dict()
-        out["cohen_kappa"] = bootstrap(kappa, xs, ys, resamples=500).to_dict()
-    return out
+    return Agreement(
+        label=label,
+        n=len(pairs),
+        spearman=spearman_ci,
+        kendall_tau=kendall_ci,
+        threshold=threshold,
+        accuracy=Statistic.of(bootstrap(accuracy, xs, ys, resamples=500)),
+        cohen_kappa=Statistic.of(bootstrap(kappa, xs, ys, resamples=500)),
+    )
 
 
-def _preferences(rows: Sequence[ReportRow], key: str) -> dict[str, Any] | None:
+def _preferences(rows: Sequence[ReportRow], key: str) -> Preferences | None:
     """Pairwise accuracy against human preferences: within each group, every (preferred, not
     preferred) pair is right when the reward ranks the preferred attempt higher (a tie counts
     half). The CI resamples groups, since pairs of one group are not independent."""
@@ -187,13 +229,13 @@ def _preferences(rows: Sequence[ReportRow], key: str) -> dict[str, Any] | None:
         draws.append(sum(r for r, _ in sample) / sum(n for _, n in sample))
     draws.sort()
     estimate = Estimate(value, quantile(draws, 0.025), quantile(draws, 0.975), pairs)
-    return {"key": key, "groups": len(per_group), "pairwise_accuracy": estimate.to_dict()}
+    return Preferences(key=key, groups=len(per_group), pairwise_accuracy=Statistic.of(estimate))
 
 
 MAX_STEP_POSITIONS = 50
 
 
-def _steps(rows: Sequence[ReportRow]) -> dict[str, Any] | None:
+def _steps(rows: Sequence[ReportRow]) -> StepRewards | None:
     """Where in trajectories rewards are earned or lost: per-step values by position."""
     stepped = [r.steps for r in rows if r.steps]
     if not stepped:
@@ -205,24 +247,24 @@ def _steps(rows: Sequence[ReportRow]) -> dict[str, Any] | None:
                 by_position.append([])
             by_position[t].append(value)
     flat = [v for steps in stepped for v in steps]
-    return {
-        "rollouts": len(stepped),
-        "mean_steps": len(flat) / len(stepped),
-        "by_position": [
-            {
-                "step": t,
-                "count": len(values),
-                "mean": sum(values) / len(values),
-                "min": min(values),
-                "max": max(values),
-            }
+    return StepRewards(
+        rollouts=len(stepped),
+        mean_steps=len(flat) / len(stepped),
+        by_position=tuple(
+            StepPosition(
+                step=t,
+                count=len(values),
+                mean=sum(values) / len(values),
+                min=min(values),
+                max=max(values),
+            )
             for t, values in enumerate(by_position)
-        ],
-        "histogram": [list(b) for b in histogram(flat)],
-    }
+        ),
+        histogram=tuple(histogram(flat)),
+    )
 
 
-def _determinism(repeats: Sequence[Sequence[float | None]], threshold: float) -> dict[str, Any]:
+def _determinism(repeats: Sequence[Sequence[float | None]], threshold: float) -> Determinism:
     n = len(repeats[0])
     changed = flipped = 0
     for i in range(n):
@@ -232,13 +274,13 @@ def _determinism(repeats: Sequence[Sequence[float | None]], threshold: float) ->
         verdicts = {None if v is None else v >= threshold for v in values}
         if len(verdicts) > 1:
             flipped += 1
-    return {
-        "repeats": len(repeats),
-        "rollouts": n,
-        "changed_share": changed / n if n else 0.0,
-        "verdict_flip_share": flipped / n if n else 0.0,
-        "threshold": threshold,
-    }
+    return Determinism(
+        repeats=len(repeats),
+        rollouts=n,
+        changed_share=changed / n if n else 0.0,
+        verdict_flip_share=flipped / n if n else 0.0,
+        threshold=threshold,
+    )
 
 
 def build_report(
@@ -249,8 +291,8 @@ def build_report(
     threshold: float = 0.5,
     repeats: Sequence[Sequence[float | None]] | None = None,
     source: str | None = None,
-) -> dict[str, Any]:
-    """The diagnostics of scored rows (see the module docstring), JSON-ready."""
+) -> Report:
+    """The diagnostics of scored rows (see the module docstring)."""
     kept = list(rows)
     totals = [r.value for r in kept if r.value is not None]
     names: dict[str, None] = {}
@@ -267,31 +309,29 @@ def build_report(
     tokens = [r.tokens for r in kept if r.tokens is not None]
     judge = None
     if costs or latencies or tokens:
-        judge = {
-            "cost_total": sum(costs),
-            "cost_per_row": sum(costs) / len(kept) if kept else 0.0,
-            "latency_p50": quantile(latencies, 0.5) if latencies else None,
-            "latency_p95": quantile(latencies, 0.95) if latencies else None,
-            "tokens_total": sum(tokens),
-        }
-    return {
-        "source": source,
-        "rows": len(kept),
-        "scored": len(totals),
-        "failed": len(kept) - len(totals),
-        "reward": _distribution(totals, len(kept) - len(totals)),
-        "components": components,
-        "failures": dict(failures.most_common()),
-        "judge": judge,
-        "grpo": _grpo(kept),
-        "length": _length(kept),
-        "agreement": None if label is None else _agreement(kept, label, threshold),
-        "preferences": None if preference is None else _preferences(kept, preference),
-        "steps": _steps(kept),
-        "determinism": None
-        if not repeats or len(repeats) < 2
-        else _determinism(repeats, threshold),
-    }
+        judge = JudgeUsage(
+            cost_total=sum(costs),
+            cost_per_row=sum(costs) / len(kept) if kept else 0.0,
+            latency_p50=quantile(latencies, 0.5) if latencies else None,
+            latency_p95=quantile(latencies, 0.95) if latencies else None,
+            tokens_total=sum(tokens),
+        )
+    return Report(
+        source=source,
+        rows=len(kept),
+        scored=len(totals),
+        failed=len(kept) - len(totals),
+        reward=_distribution(totals, len(kept) - len(totals)),
+        components=components,
+        failures=dict(failures.most_common()),
+        judge=judge,
+        grpo=_grpo(kept),
+        length=_length(kept),
+        agreement=None if label is None else _agreement(kept, label, threshold),
+        preferences=None if preference is None else _preferences(kept, preference),
+        steps=_steps(kept),
+        determinism=None if not repeats or len(repeats) < 2 else _determinism(repeats, threshold),
+    )
 
 
 def label_value(metadata: Mapping[str, Any], key: str | None) -> tuple[str | None, float | None]:

@@ -6,12 +6,11 @@ type="application/json" id="report-data">``) for tools that read it back.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from html import escape
-from typing import Any
 
 from referee.report.diagnostics import AGREEMENT_STATISTICS
+from referee.report.results import Distribution, Report, Statistic
 
 __all__ = ["render_html"]
 
@@ -32,7 +31,7 @@ svg { background: #fafafa; border: 1px solid #eee; }
 """
 
 
-def _fmt(value: Any, digits: int = 4) -> str:
+def _fmt(value: object, digits: int = 4) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
@@ -154,130 +153,134 @@ def _card(title: str, value: str, extra: str = "") -> str:
     return f'<div class="card">{escape(title)}<b>{value}</b>{extra}</div>'
 
 
-def _estimate(e: dict[str, Any] | None) -> str:
-    if not e:
+def _estimate(e: Statistic | None) -> str:
+    if e is None:
         return "-"
     ci = ""
-    if e.get("ci_low") is not None:
-        ci = f' <span class="muted">[{_fmt(e["ci_low"], 3)}, {_fmt(e["ci_high"], 3)}]</span>'
-    return f"{_fmt(e.get('value'), 3)}{ci}"
+    if e.ci_low is not None:
+        ci = f' <span class="muted">[{_fmt(e.ci_low, 3)}, {_fmt(e.ci_high, 3)}]</span>'
+    return f"{_fmt(e.value, 3)}{ci}"
 
 
-def render_html(report: dict[str, Any], title: str = "referee report") -> str:
+def _distribution_row(name: str, d: Distribution) -> str:
+    return (
+        f"<tr><td>{escape(name)}</td><td>{d.count}</td><td>{d.missing}</td>"
+        + "".join(f"<td>{_fmt(v)}</td>" for v in (d.mean, d.std, d.min, d.p50, d.max))
+        + "</tr>"
+    )
+
+
+def render_html(report: Report, title: str = "referee report") -> str:
     """The report (from `build_report`) as a self-contained HTML page."""
-    reward = report["reward"]
+    reward = report.reward
     out = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{escape(title)}"
            f"</title><style>{STYLE}</style></head><body>",
            f"<h1>{escape(title)}</h1>"]  # fmt: skip
-    if report.get("source"):
-        out.append(f'<p class="muted">{escape(str(report["source"]))}</p>')
-    grpo = report.get("grpo") or {}
+    if report.source:
+        out.append(f'<p class="muted">{escape(report.source)}</p>')
+    grpo = report.grpo
     out.append('<div class="cards">')
-    out.append(_card("rollouts", str(report["rows"])))
-    out.append(_card("mean reward", _fmt(reward.get("mean"))))
-    failed_share = report["failed"] / report["rows"] if report["rows"] else None
+    out.append(_card("rollouts", str(report.rows)))
+    out.append(_card("mean reward", _fmt(reward.mean)))
+    failed_share = report.failed / report.rows if report.rows else None
     muted = f'<span class="muted">{_pct(failed_share)}</span>'
-    out.append(_card("failed", str(report["failed"]), muted))
-    if grpo:
-        out.append(_card("zero-variance groups", _pct(grpo["zero_variance_share"])))
-    length = report.get("length") or {}
-    if length:
-        out.append(_card("reward vs length (Spearman)", _fmt(length.get("spearman"), 3)))
+    out.append(_card("failed", str(report.failed), muted))
+    if grpo is not None:
+        out.append(_card("zero-variance groups", _pct(grpo.zero_variance_share)))
+    length = report.length
+    if length is not None:
+        out.append(_card("reward vs length (Spearman)", _fmt(length.spearman, 3)))
     out.append("</div>")
 
     out.append("<h2>Reward</h2><div class='plots'>")
-    out.append(bar_chart(reward.get("histogram", []), "total reward"))
+    out.append(bar_chart(reward.histogram or (), "total reward"))
     out.append("</div><table><tr><th>component</th><th>count</th><th>missing</th><th>mean</th>"
                "<th>std</th><th>min</th><th>p50</th><th>max</th></tr>")  # fmt: skip
-    for name, d in [("reward", reward), *report["components"].items()]:
-        out.append(
-            f"<tr><td>{escape(name)}</td><td>{d['count']}</td><td>{d['missing']}</td>"
-            + "".join(f"<td>{_fmt(d.get(k))}</td>" for k in ("mean", "std", "min", "p50", "max"))
-            + "</tr>"
-        )
+    for name, d in [("reward", reward), *report.components.items()]:
+        out.append(_distribution_row(name, d))
     out.append("</table><div class='plots'>")
-    for name, d in report["components"].items():
-        out.append(bar_chart(d.get("histogram", []), name, width=260, height=140))
+    for name, d in report.components.items():
+        out.append(bar_chart(d.histogram or (), name, width=260, height=140))
     out.append("</div>")
 
     out.append("<h2>Failures</h2>")
-    if report["failures"]:
+    if report.failures:
         out.append("<table><tr><th>type</th><th>count</th></tr>")
-        out += [f"<tr><td>{escape(k)}</td><td>{v}</td></tr>" for k, v in report["failures"].items()]
+        out += [f"<tr><td>{escape(k)}</td><td>{v}</td></tr>" for k, v in report.failures.items()]
         out.append("</table>")
     else:
         out.append("<p>None: every rollout got a score.</p>")
 
-    judge = report.get("judge")
-    if judge:
+    judge = report.judge
+    if judge is not None:
         out.append("<h2>Judge cost and latency</h2><table>")
-        for key in ("cost_total", "cost_per_row", "latency_p50", "latency_p95", "tokens_total"):
-            out.append(f"<tr><td>{key.replace('_', ' ')}</td><td>{_fmt(judge.get(key))}</td></tr>")
+        for key, value in judge:
+            out.append(f"<tr><td>{key.replace('_', ' ')}</td><td>{_fmt(value)}</td></tr>")
         out.append("</table>")
 
     out.append("<h2>GRPO signal</h2>")
-    if grpo:
-        warn = " class='warn'" if grpo["zero_variance_share"] > 0.5 else ""
+    if grpo is not None:
+        warn = " class='warn'" if grpo.zero_variance_share > 0.5 else ""
         out.append(
-            f"<p{warn}>{_pct(grpo['zero_variance_share'])} of {grpo['groups']} groups have the "
+            f"<p{warn}>{_pct(grpo.zero_variance_share)} of {grpo.groups} groups have the "
             "same reward for every attempt: the trainer learns nothing from them.</p>"
-            f"<p>Mean group size {_fmt(grpo['mean_group_size'], 3)}, mean within-group std "
-            f"{_fmt(grpo['mean_within_group_std'], 3)}.</p><div class='plots'>"
-            + bar_chart(grpo["within_group_std_histogram"], "within-group std")
+            f"<p>Mean group size {_fmt(grpo.mean_group_size, 3)}, mean within-group std "
+            f"{_fmt(grpo.mean_within_group_std, 3)}.</p><div class='plots'>"
+            + bar_chart(grpo.within_group_std_histogram, "within-group std")
             + "</div>"
         )
     else:
         out.append("<p class='muted'>No groups of two or more attempts in these rows.</p>")
 
     out.append("<h2>Reward against completion length</h2>")
-    if length:
-        rho = length.get("spearman")
+    if length is not None:
+        rho = length.spearman
         warn = " class='warn'" if rho is not None and rho > 0.5 else ""
-        out.append(f"<p{warn}>Pearson {_fmt(length.get('pearson'), 3)}, Spearman "
-                   f"{_fmt(rho, 3)} over {length['n']} rollouts. A reward that grows with "
+        out.append(f"<p{warn}>Pearson {_fmt(length.pearson, 3)}, Spearman "
+                   f"{_fmt(rho, 3)} over {length.n} rollouts. A reward that grows with "
                    "length is a common sign of hacking.</p>")  # fmt: skip
-        out.append(scatter(length["points"], "reward by completion length", "characters",
+        out.append(scatter(length.points, "reward by completion length", "characters",
                            "reward"))  # fmt: skip
     else:
         out.append("<p class='muted'>No completion lengths (pass the rollouts).</p>")
 
-    agreement = report.get("agreement")
-    if agreement:
-        out.append(f"<h2>Agreement with human labels ({escape(str(agreement['label']))})</h2>"
+    agreement = report.agreement
+    if agreement is not None:
+        out.append(f"<h2>Agreement with human labels ({escape(agreement.label)})</h2>"
                    "<table><tr><th>statistic</th><th>value [95% CI]</th></tr>")  # fmt: skip
         for key in AGREEMENT_STATISTICS:
-            if key in agreement:
-                out.append(f"<tr><td>{key}</td><td>{_estimate(agreement[key])}</td></tr>")
-        out.append(f"</table><p class='muted'>{agreement['n']} labelled rollouts.</p>")
+            statistic = getattr(agreement, key)
+            if statistic is not None:
+                out.append(f"<tr><td>{key}</td><td>{_estimate(statistic)}</td></tr>")
+        out.append(f"</table><p class='muted'>{agreement.n} labelled rollouts.</p>")
 
-    steps = report.get("steps")
-    if steps:
-        positions = steps["by_position"]
+    steps = report.steps
+    if steps is not None:
         out.append(
-            f"<h2>Per-step rewards</h2><p>{steps['rollouts']} trajectories, "
-            f"{_fmt(steps['mean_steps'], 3)} steps each on average. Mean reward by step "
+            f"<h2>Per-step rewards</h2><p>{steps.rollouts} trajectories, "
+            f"{_fmt(steps.mean_steps, 3)} steps each on average. Mean reward by step "
             "(where in the trajectory reward is earned or lost):</p><div class='plots'>"
         )
-        out.append(means_chart([(p["step"], p["mean"], p["count"]) for p in positions],
+        out.append(means_chart([(p.step, p.mean, p.count) for p in steps.by_position],
                                "mean reward by step"))  # fmt: skip
-        out.append(bar_chart(steps["histogram"], "step values"))
+        out.append(bar_chart(steps.histogram, "step values"))
         out.append("</div>")
 
-    prefs = report.get("preferences")
-    if prefs:
-        out.append(f"<h2>Agreement with human preferences ({escape(str(prefs['key']))})</h2>"
-                   f"<p>Pairwise accuracy {_estimate(prefs['pairwise_accuracy'])} over "
-                   f"{prefs['pairwise_accuracy']['n']} (preferred, not preferred) pairs in "
-                   f"{prefs['groups']} groups; a tie counts half.</p>")  # fmt: skip
+    prefs = report.preferences
+    if prefs is not None:
+        out.append(f"<h2>Agreement with human preferences ({escape(prefs.key)})</h2>"
+                   f"<p>Pairwise accuracy {_estimate(prefs.pairwise_accuracy)} over "
+                   f"{prefs.pairwise_accuracy.n} (preferred, not preferred) pairs in "
+                   f"{prefs.groups} groups; a tie counts half.</p>")  # fmt: skip
 
-    det = report.get("determinism")
-    if det:
-        out.append(f"<h2>Determinism ({det['repeats']} scorings)</h2>"
-                   f"<p>Value changed: {_pct(det['changed_share'])}; verdict (reward &ge; "
-                   f"{_fmt(det['threshold'])}) flipped: {_pct(det['verdict_flip_share'])} of "
-                   f"{det['rollouts']} rollouts.</p>")  # fmt: skip
+    det = report.determinism
+    if det is not None:
+        out.append(f"<h2>Determinism ({det.repeats} scorings)</h2>"
+                   f"<p>Value changed: {_pct(det.changed_share)}; verdict (reward &ge; "
+                   f"{_fmt(det.threshold)}) flipped: {_pct(det.verdict_flip_share)} of "
+                   f"{det.rollouts} rollouts.</p>")  # fmt: skip
 
-    data = json.dumps(report, allow_nan=False).replace("</", "<\\/")
+    data = report.to_json().replace("</", "<\\/")
     out.append(f'<script type="application/json" id="report-data">{data}</script>')
     out.append("</body></html>")
     return "".join(out)

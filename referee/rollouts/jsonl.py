@@ -17,7 +17,14 @@ from pydantic import ValidationError
 
 from referee.rollout import Rollout
 
-__all__ = ["RowError", "RowOk", "decode_lines", "read_jsonl", "rollout_from_row"]
+__all__ = [
+    "RowError",
+    "RowOk",
+    "decode_lines",
+    "read_jsonl",
+    "rollout_from_row",
+    "validation_message",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,10 +63,15 @@ def rollout_from_row(row: Any, line: int) -> Rollout:
     try:
         return Rollout.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(row)"
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise ValueError(f"field {where}: {first['msg']}{more}") from None
+        raise ValueError(validation_message(exc)) from None
+
+
+def validation_message(exc: ValidationError) -> str:
+    """A row's validation error in one line: the first offending field and what is wrong."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(row)"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"field {where}: {first['msg']}{more}"
 
 
 def _row_id(row: Any) -> str | None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -14,13 +13,14 @@ from typing import IO, Any
 
 from referee._aio import run_sync
 from referee.errors import RolloutError
-from referee.report.summary import Summary
 from referee.reward import Reward
 from referee.rollouts.jsonl import RowError, RowOk
 from referee.rollouts.readers import Format, read_rollouts
+from referee.rollouts.scored import ScoredRow
+from referee.rollouts.summary import Summary
 from referee.score import Failure, Score
 
-__all__ = ["ScoreRun", "output_row", "score_file", "score_rows", "score_to_path"]
+__all__ = ["ScoreRun", "row_writer", "score_file", "score_rows", "score_to_path"]
 
 DEFAULT_BATCH_SIZE = 256
 
@@ -33,36 +33,11 @@ class ScoreRun:
     unreadable: int = 0
 
 
-def output_row(
-    line: int, rollout_id: str | None, group: str | None, score: Score
-) -> dict[str, Any]:
-    """The output row `referee score` writes for one input row."""
-    return {"id": rollout_id, "line": line, "group": group, **score.to_dict()}
-
-
-def _finite(value: Any) -> Any:
-    """NaN and infinities (which JSON cannot carry) replaced by None, recursively."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
-
-
-def dump_row(row: dict[str, Any]) -> str:
-    try:
-        return json.dumps(row, ensure_ascii=False, allow_nan=False)
-    except ValueError:
-        return json.dumps(_finite(row), ensure_ascii=False, allow_nan=False)
-
-
-def row_writer(stream: IO[str]) -> Callable[[dict[str, Any]], None]:
+def row_writer(stream: IO[str]) -> Callable[[ScoredRow], None]:
     """A `write` for `score_rows`: each output row as one JSON line on `stream`."""
 
-    def write(row: dict[str, Any]) -> None:
-        stream.write(dump_row(row))
+    def write(row: ScoredRow) -> None:
+        stream.write(row.to_json())
         stream.write("\n")
 
     return write
@@ -91,7 +66,7 @@ def _batches(rows: Iterable[RowOk | RowError], size: int) -> Iterator[list[RowOk
 async def score_rows(
     rows: Iterable[RowOk | RowError],
     reward: Reward,
-    write: Callable[[dict[str, Any]], None],
+    write: Callable[[ScoredRow], None],
     *,
     source: str = "<input>",
     batch_size: int = DEFAULT_BATCH_SIZE,
@@ -113,11 +88,11 @@ async def score_rows(
         for row in batch:
             if isinstance(row, RowOk):
                 score = next(scores)
-                write(output_row(row.line, row.rollout.id, row.rollout.group, score))
+                write(ScoredRow.of(row.line, row.rollout.id, row.rollout.group, score))
             else:
                 score = _error_score(row, source)
                 run.unreadable += 1
-                write(output_row(row.line, row.id, None, score))
+                write(ScoredRow.of(row.line, row.id, None, score))
             run.summary.add(score)
             consumed += row.size
         if flush is not None:
@@ -183,12 +158,11 @@ def _recover(partial: Path, run: ScoreRun) -> int:
             if not raw.endswith(b"\n"):
                 break  # torn: written in part when the process died
             try:
-                row = json.loads(raw)
-            except ValueError:
+                row = ScoredRow.model_validate_json(raw)
+            except ValueError:  # pydantic's ValidationError is one
                 break
-            run.summary.add(Score.from_dict(row))
-            failure = row.get("failure") or {}
-            if failure.get("type") == "invalid_input":
+            run.summary.add(row.score())
+            if row.failure is not None and row.failure.type == "invalid_input":
                 run.unreadable += 1
             done += 1
             good_bytes += len(raw)

@@ -7,19 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from referee.report.compare import Compared, compare
+from referee.report.compare import Compared, Comparison, compare
 from tests.conftest import write_jsonl
 
 
 def test_identical_scorings_agree_completely() -> None:
     rows = [Compared(str(i), str(i // 3), i / 9, i / 9) for i in range(9)]
     result = compare(rows)
-    assert result["spearman"]["value"] == pytest.approx(1.0)
-    assert result["verdict_agreement"] == 1.0 and result["flipped"] == 0
-    groups = result["within_groups"]
-    assert groups["mean_within_group_kendall_tau"] == pytest.approx(1.0)
-    assert groups["best_attempt_changed_share"] == 0.0
-    assert groups["advantage_sign_differs_share"] == 0.0
+    assert result.spearman.value == pytest.approx(1.0)
+    assert result.verdict_agreement == 1.0 and result.flipped == 0
+    groups = result.within_groups
+    assert groups is not None
+    assert groups.mean_within_group_kendall_tau == pytest.approx(1.0)
+    assert groups.best_attempt_changed_share == 0.0
+    assert groups.advantage_sign_differs_share == 0.0
 
 
 def test_a_reversed_ranking_inside_groups_is_seen() -> None:
@@ -29,13 +30,17 @@ def test_a_reversed_ranking_inside_groups_is_seen() -> None:
             rows.append(Compared(f"{g}-{k}", str(g), k / 2, (2 - k) / 2))
     rows.append(Compared("x", None, None, 1.0))
     result = compare(rows, top=2)
-    groups = result["within_groups"]
-    assert groups["mean_within_group_kendall_tau"] == pytest.approx(-1.0)
-    assert groups["best_attempt_changed_share"] == 1.0
-    assert groups["advantage_sign_differs_share"] == pytest.approx(8 / 12)  # middles stay at 0
-    assert result["flipped"] == 8 and len(result["top_flipped"]) == 2
-    assert abs(result["top_flipped"][0]["A"] - result["top_flipped"][0]["B"]) == 1.0
-    assert result["only_A_failed"] == 1 and result["compared"] == 12
+    groups = result.within_groups
+    assert groups is not None
+    assert groups.mean_within_group_kendall_tau == pytest.approx(-1.0)
+    assert groups.best_attempt_changed_share == 1.0
+    assert groups.advantage_sign_differs_share == pytest.approx(8 / 12)  # middles stay at 0
+    assert result.flipped == 8 and len(result.top_flipped) == 2
+    assert abs(result.top_flipped[0].a - result.top_flipped[0].b) == 1.0
+    assert result.failed_only_a == 1 and result.compared == 12
+    written = result.to_dict()  # the rewards' names stand in the written keys
+    assert written["only_A_failed"] == 1
+    assert set(written["top_flipped"][0]) == {"id", "group", "A", "B"}
 
 
 def test_compare_command_with_two_specs_and_with_two_scored_files(tmp_path: Path) -> None:
@@ -69,3 +74,27 @@ def test_compare_command_with_two_specs_and_with_two_scored_files(tmp_path: Path
                          text=True)  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert json.loads(out.read_text()) == result
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        ("strict", "lenient"),
+        ("b", "a"),  # the names of the other's fields: the written form still reads back right
+        ("failed_only_b", "x"),
+    ],
+)
+def test_a_comparison_round_trips_through_json(names: tuple[str, str]) -> None:
+    rows = [Compared(f"{g}-{k}", str(g), k / 2, (2 - k) / 2) for g in range(4) for k in range(3)]
+    rows += [Compared("x", None, None, 1), Compared("y", None, 1, None), Compared("z", "g", 1, 0)]
+    result = compare(rows, top=3, names=names)
+    text = result.to_json(indent=2)
+    assert f'"only_{names[0]}_failed": 1' in text
+    back = Comparison.model_validate_json(text)
+    assert back == result and back.to_json(indent=2) == text
+    assert back.failed_only_a == 1 and back.top_flipped[0].a in (0, 1)
+
+
+def test_two_rewards_of_one_name_cannot_be_told_apart() -> None:
+    with pytest.raises(ValueError, match="different names"):
+        compare([Compared("x", None, 1.0, 0.0)], names=("A", "A"))

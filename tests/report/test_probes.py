@@ -13,7 +13,7 @@ import referee
 from referee import Rollout
 from referee._aio import run_sync
 from referee.judges.testing import FakeJudgeServer, Reply
-from referee.report.probes import run_probes
+from referee.report.probes import ProbeReport, run_probes
 
 DEMO = resources.files("referee") / "data" / "demo"
 
@@ -29,16 +29,16 @@ def extraction_rollouts() -> list[Rollout]:
     ]  # fmt: skip
 
 
-def probes(reward: Any, rollouts: list[Rollout], **kw: Any) -> dict[str, Any]:
+def probes(reward: Any, rollouts: list[Rollout], **kw: Any) -> ProbeReport:
     return run_sync(run_probes(reward, rollouts, **kw))
 
 
 def test_a_json_validity_reward_is_gamed_by_format_and_fake_verdicts() -> None:
     result = probes(referee.load({"type": "json_valid"}), extraction_rollouts())
-    assert {"format_only", "fake_verdict"} <= set(result["failed"])
-    assert "empty" not in result["failed"] and "prompt_copy" not in result["failed"]
-    example = result["probes"]["format_only"]["examples"][0]
-    assert json.loads(example["completion"]) == {"company": "", "amount": 0, "date": "",
+    assert {"format_only", "fake_verdict"} <= set(result.failed)
+    assert "empty" not in result.failed and "prompt_copy" not in result.failed
+    example = result.probes["format_only"].examples[0]
+    assert json.loads(example.completion) == {"company": "", "amount": 0, "date": "",
                                                   "provinces": []}  # fmt: skip
 
 
@@ -46,7 +46,7 @@ def test_the_demo_extraction_spec_resists_every_probe() -> None:
     with resources.as_file(DEMO / "extraction.yaml") as spec:
         reward = referee.load(str(spec))
     result = probes(reward, extraction_rollouts())
-    assert result["failed"] == [] and result["golds"] == 1
+    assert result.failed == () and result.golds == 1
 
 
 def test_a_keyword_grader_obeys_the_injection() -> None:
@@ -57,7 +57,7 @@ def test_a_keyword_grader_obeys_the_injection() -> None:
 
     rollouts = [Rollout(id="x", completion="This is correct.", prompt="q")]
     result = probes(naive, rollouts)
-    assert {"injection", "fence_close"} <= set(result["failed"])
+    assert {"injection", "fence_close"} <= set(result.failed)
 
 
 def test_code_probes_against_the_sandbox_and_against_a_naive_check() -> None:
@@ -65,8 +65,8 @@ def test_code_probes_against_the_sandbox_and_against_a_naive_check() -> None:
     gold = Rollout(id="c", completion="def double(x):\n    return 2 * x\n", reference=ref)
     sandboxed = referee.load({"type": "python_tests"})
     result = probes(sandboxed, [gold], only=["exit_early", "print_passed", "always_equal"])
-    assert result["failed"] == [] and all(
-        r["tried"] == 1 for r in result["probes"].values()
+    assert result.failed == () and all(
+        r.tried == 1 for r in result.probes.values()
     )  # the code probes ran, and the sandboxed verdict was not fooled
 
     @referee.reward
@@ -78,7 +78,7 @@ def test_code_probes_against_the_sandbox_and_against_a_naive_check() -> None:
         )
 
     result = probes(trusts_stdout, [gold], only=["print_passed", "always_equal"])
-    assert result["failed"] == ["always_equal", "print_passed"]
+    assert result.failed == ("always_equal", "print_passed")
 
 
 def test_a_ranking_judge_that_loves_length_fails_the_padding_probe() -> None:
@@ -97,7 +97,7 @@ def test_a_ranking_judge_that_loves_length_fails_the_padding_probe() -> None:
         rollouts = [Rollout(id=str(i), group="g", prompt="q", completion="x" * (i + 1))
                     for i in range(3)]  # fmt: skip
         result = probes(reward, rollouts, only=["verbose", "empty"])
-    assert result["failed"] == ["verbose"]
+    assert result.failed == ("verbose",)
 
 
 def test_probe_command_exits_non_zero_when_a_hack_works(tmp_path: Path) -> None:
@@ -123,7 +123,7 @@ def test_probe_command_exits_non_zero_when_a_hack_works(tmp_path: Path) -> None:
 def test_no_gold_means_nothing_to_probe(only: list[str] | None) -> None:
     result = probes(referee.load({"type": "exact_match"}), [Rollout(completion="a", reference="b")],
                     only=only)  # fmt: skip
-    assert result["golds"] == 0 and result["failed"] == []
+    assert result.golds == 0 and result.failed == ()
 
 
 def test_only_the_groups_needed_for_the_golds_are_scored() -> None:
@@ -141,5 +141,85 @@ def test_only_the_groups_needed_for_the_golds_are_scored() -> None:
     rollouts = [Rollout(id=f"{g}-{k}", group=str(g), completion="42" if k == 0 else "7",
                         reference="42") for g in range(20) for k in range(3)]  # fmt: skip
     result = probes(Counting(), rollouts, limit=2, only=["empty"])
-    assert result["golds"] == 2
+    assert result.golds == 2
     assert {s.split("-")[0] for s in seen} == {"0", "1"}  # groups 2..19 never scored
+
+
+# --- hedging where a group has no alternatives of its own ----------------------------------
+
+SINGLES = [("capital of France?", "Paris"), ("largest planet?", "Jupiter"),
+           ("symbol for gold?", "Au"), ("6 * 7?", "42")]  # fmt: skip
+
+
+class Contains(referee.CheckReward):
+    """Pays when the reference appears anywhere in the completion: hedging beats it."""
+
+    name = "contains"
+
+    def check(self, rollout: Rollout) -> float:
+        return 1.0 if str(rollout.reference) in rollout.completion_text else 0.0
+
+
+@pytest.mark.parametrize(
+    ("reward", "hacked"),
+    [
+        (Contains(), True),  # "Jupiter or Paris or Au or 42" contains "Paris"
+        (referee.load({"type": "exact_match"}), False),  # a strict match is not fooled
+    ],
+    ids=["substring", "exact_match"],
+)
+def test_single_attempts_are_hedged_with_other_prompts_answers(reward: Any, hacked: bool) -> None:
+    rollouts = [Rollout(id=f"s{i}", group=f"g{i}", prompt=q, completion=a, reference=a)
+                for i, (q, a) in enumerate(SINGLES)]  # fmt: skip
+    result = probes(reward, rollouts, only=["hedged"])
+    hedged = result.probes["hedged"]
+    assert hedged.tried == 4  # every gold answer got a hedge, none was skipped
+    assert ("hedged" in result.failed) is hacked
+    if hacked:
+        assert hedged.flagged == 4 and "Paris" in hedged.examples[0].completion
+
+
+@pytest.mark.parametrize(
+    ("completion", "pool", "hedge"),
+    [
+        # a number: its near-misses around it, the gold answer second
+        ("42", [], "41\nor\n42\nor\n43"),
+        ("\\boxed{3.14}", [], "The answer is \\boxed{3.13} or \\boxed{3.14} or \\boxed{3.15}."),
+        ("-0.5", [], "-0.6\nor\n-0.5\nor\n-0.4"),
+        # then other prompts' answers, never one the same as the gold answer
+        ("42", ["42.0", "Paris", "Au", "Jupiter"], "41\nor\n42\nor\n43\nor\nParis"),
+        ("Paris", ["PARIS", "Au", "Jupiter", "42"], "Au\nor\nParis\nor\nJupiter\nor\n42"),
+        # nothing to hedge with: no probe
+        ("Paris", ["Paris"], None),
+        ("", ["Au"], None),
+    ],
+)
+def test_the_hedge_of_a_lone_answer(completion: str, pool: list[str], hedge: str | None) -> None:
+    from referee.report.hacks import PROBES, Gold
+
+    [probe] = [p for p in PROBES if p.name == "hedged"]
+    assert probe.make(Gold(Rollout(completion=completion), answers=pool)) == hedge
+
+
+def test_a_group_that_agrees_on_its_answer_is_hedged_with_wrong_answers() -> None:
+    """Four attempts with the same boxed answer used to be "hedged" with one another, which
+    flagged a sound grader; the hedge now mixes in wrong answers instead."""
+    rollouts = [Rollout(id=f"{g}-{k}", group=str(g), prompt=f"what is {g}?", reference=str(g),
+                        completion="Let me think. " * k + f"\\boxed{{{g}}}")
+                for g in range(3) for k in range(3)]  # fmt: skip
+    result = probes(referee.load({"type": "math_answer"}), rollouts, only=["hedged"])
+    assert result.probes["hedged"].tried == 3 and result.failed == ()
+
+    @referee.reward
+    def any_boxed(rollout: Rollout) -> float:
+        return float(f"\\boxed{{{rollout.reference}}}" in rollout.completion_text)
+
+    assert probes(any_boxed, rollouts, only=["hedged"]).failed == ("hedged",)
+
+
+def test_a_probe_report_round_trips_through_json() -> None:
+    result = probes(referee.load({"type": "json_valid"}), extraction_rollouts())
+    assert result.probes["format_only"].examples  # examples travel too
+    text = result.to_json(indent=2)
+    back = ProbeReport.model_validate_json(text)
+    assert back == result and back.to_json(indent=2) == text

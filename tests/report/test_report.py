@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from referee.report.diagnostics import ReportRow, build_report
 from referee.report.html import render_html
+from referee.report.results import Report
 from tests.conftest import write_jsonl
 
 
@@ -25,25 +27,29 @@ def test_grpo_signal_length_and_agreement() -> None:
         ReportRow(None, failure="judge", group="b", chars=30),
     ]
     report = build_report(rows, label="label")
-    assert report["rows"] == 5 and report["failed"] == 1 and report["failures"] == {"judge": 1}
-    assert report["grpo"]["groups"] == 2 and report["grpo"]["zero_variance_share"] == 0.5
-    assert report["components"]["x"]["count"] == 3 and report["components"]["x"]["missing"] == 2
-    assert report["length"]["n"] == 4
-    agreement = report["agreement"]
-    assert agreement["n"] == 4 and agreement["accuracy"]["value"] == 1.0
-    assert agreement["cohen_kappa"]["value"] == 1.0
+    assert report.rows == 5 and report.failed == 1 and report.failures == {"judge": 1}
+    assert report.grpo is not None
+    assert report.grpo.groups == 2 and report.grpo.zero_variance_share == 0.5
+    assert report.components["x"].count == 3 and report.components["x"].missing == 2
+    assert report.length is not None and report.length.n == 4
+    agreement = report.agreement
+    assert agreement is not None and agreement.accuracy and agreement.cohen_kappa
+    assert agreement.n == 4 and agreement.accuracy.value == 1.0
+    assert agreement.cohen_kappa.value == 1.0
 
 
 def test_a_length_hacked_reward_shows_up() -> None:
     rows = [ReportRow(n / 100, chars=n) for n in range(1, 101)]
-    assert build_report(rows)["length"]["spearman"] == pytest.approx(1.0)
+    length = build_report(rows).length
+    assert length is not None and length.spearman == pytest.approx(1.0)
 
 
 def test_determinism_counts_changes_and_flips() -> None:
     repeats = [[0.2, 0.6, 0.9, None], [0.2, 0.4, 0.8, None], [0.2, 0.6, 0.9, 0.1]]
-    det = build_report([ReportRow(0.0)] * 4, repeats=repeats)["determinism"]
-    assert det["changed_share"] == 0.75  # rollouts 2, 3, 4 changed value
-    assert det["verdict_flip_share"] == 0.5  # 0.6 -> 0.4 crosses 0.5; None -> 0.1 too
+    det = build_report([ReportRow(0.0)] * 4, repeats=repeats).determinism
+    assert det is not None
+    assert det.changed_share == 0.75  # rollouts 2, 3, 4 changed value
+    assert det.verdict_flip_share == 0.5  # 0.6 -> 0.4 crosses 0.5; None -> 0.1 too
 
 
 def test_html_is_self_contained_and_carries_the_numbers() -> None:
@@ -53,7 +59,7 @@ def test_html_is_self_contained_and_carries_the_numbers() -> None:
     assert "<script" not in page.replace('<script type="application/json"', "")
     assert not re.search(r"(src|href)=\"https?://", page)  # nothing fetched from anywhere
     data = re.search(r'id="report-data">(.*?)</script>', page, re.DOTALL)
-    assert data and json.loads(data.group(1)) == json.loads(json.dumps(report))
+    assert data and json.loads(data.group(1)) == json.loads(report.to_json())
     assert page.count("<svg") >= 3
 
 
@@ -166,11 +172,13 @@ def test_pairwise_agreement_with_human_preferences() -> None:
         rows.append(ReportRow(good, group=str(g), preferred=True))
         rows.append(ReportRow(bad, group=str(g), preferred=False))
     rows.append(ReportRow(1.0, group="solo", preferred=True))  # no pair: left out
-    prefs = build_report(rows, preference="preferred")["preferences"]
-    acc = prefs["pairwise_accuracy"]
-    assert prefs["groups"] == 30 and acc["n"] == 30
-    assert acc["value"] == pytest.approx((20 + 2.5) / 30)
-    assert acc["ci_low"] < acc["value"] < acc["ci_high"]
+    prefs = build_report(rows, preference="preferred").preferences
+    assert prefs is not None
+    acc = prefs.pairwise_accuracy
+    assert prefs.groups == 30 and acc.n == 30
+    assert acc.value == pytest.approx((20 + 2.5) / 30)
+    assert acc.ci_low is not None and acc.ci_high is not None and acc.value is not None
+    assert acc.ci_low < acc.value < acc.ci_high
 
 
 def test_report_command_reads_preferences_from_metadata(tmp_path: Path) -> None:
@@ -187,9 +195,10 @@ def test_report_command_reads_preferences_from_metadata(tmp_path: Path) -> None:
 def test_per_step_rewards_by_position() -> None:
     rows = [ReportRow(0.5, steps=[1.0, 0.0]), ReportRow(0.7, steps=[1.0, 0.5, 0.6]),
             ReportRow(1.0)]  # fmt: skip
-    steps = build_report(rows)["steps"]
-    assert steps["rollouts"] == 2 and steps["mean_steps"] == 2.5
-    assert [(p["step"], p["count"], p["mean"]) for p in steps["by_position"]] == [
+    steps = build_report(rows).steps
+    assert steps is not None
+    assert steps.rollouts == 2 and steps.mean_steps == 2.5
+    assert [(p.step, p.count, p.mean) for p in steps.by_position] == [
         (0, 2, 1.0), (1, 2, 0.25), (2, 1, 0.6)
     ]  # fmt: skip
     assert "Per-step rewards" in render_html(build_report(rows))
@@ -222,3 +231,41 @@ def test_report_on_preference_pairs_gives_the_rewards_pairwise_accuracy(tmp_path
     prefs = math_report(tmp_path, rows)[1]["preferences"]
     assert prefs["key"] == "preferred" and prefs["groups"] == 4
     assert prefs["pairwise_accuracy"]["value"] == 0.75
+
+
+def full_report() -> Report:
+    """A report with every section, integer rewards among the floats."""
+    rows = [
+        ReportRow(i % 3 if i % 4 else (i % 3) / 2, {"a": i / 40, "b": None if i % 5 else 1},
+                  failure="judge" if i == 7 else None, group=str(i // 4), chars=10 + i,
+                  label=float(i % 2), preferred=i % 4 == 0, steps=[1, 0.5] if i % 3 else None,
+                  cost=0.001 * i, latency=0.1 * i, tokens=5 * i)
+        for i in range(40)
+    ]  # fmt: skip
+    rows[7].value = None
+    repeats = [[r.value for r in rows], [r.value for r in rows][::-1]]
+    return build_report(rows, label="label", preference="preferred", repeats=repeats,
+                        source="scored.jsonl")  # fmt: skip
+
+
+def test_a_report_round_trips_through_json() -> None:
+    report = full_report()
+    assert all(getattr(report, section) is not None for section in Report.model_fields)
+    text = report.to_json(indent=2)
+    back = Report.model_validate_json(text)
+    assert back == report and back.to_json(indent=2) == text
+    assert report.reward.min == 0 and isinstance(report.reward.max, int)  # written as 2, not 2.0
+
+
+def test_report_json_file_reads_back_as_the_same_bytes(tmp_path: Path) -> None:
+    rows = [json.loads(line) for line in write_rollouts(tmp_path / "rows.jsonl").open()]
+    math_report(tmp_path, rows)
+    written = (tmp_path / "r.json").read_text()
+    assert Report.model_validate_json(written).to_json(indent=2) == written
+
+
+def test_a_file_that_is_not_a_report_says_so() -> None:
+    data = full_report().to_dict()
+    data["surprise"] = 1
+    with pytest.raises(ValidationError, match="surprise"):
+        Report.model_validate(data)

@@ -1,0 +1,188 @@
+"""What `build_report` returns: the diagnostics of a scored set, as models.
+
+`Report` is what ``referee report --json`` writes and the HTML page shows; its parts are the
+sections of the page. Every model writes the keys the report has always written, in the same
+order, and reads them back (`Report.model_validate_json`). `Result` is the base of every result
+the report package writes (reports, probes, comparisons); `Statistic` a number with its
+bootstrap interval, as any of them reports it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from referee.report.stats import Estimate
+from referee.rollouts.scored import Number
+
+__all__ = [
+    "Agreement",
+    "Bin",
+    "Determinism",
+    "Distribution",
+    "GrpoSignal",
+    "JudgeUsage",
+    "LengthCorrelation",
+    "Preferences",
+    "Report",
+    "Result",
+    "Statistic",
+    "StepPosition",
+    "StepRewards",
+]
+
+Bin = tuple[Number, Number, int]
+"""A histogram bin: (low, high, count)."""
+
+
+def _absent(value: object) -> bool:
+    return value is None
+
+
+class Result(BaseModel):
+    """A result the report package writes as JSON: frozen, and strict about its keys when
+    read back, so a file that is not one of these says so."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict (tuples as lists), keys in the order they are written."""
+        return self.model_dump(mode="json")
+
+    def to_json(self, indent: int | None = None) -> str:
+        """The result as JSON, as ``--json`` writes it (NaN refused: JSON cannot carry it).
+
+        Raises:
+            ValueError: A value is NaN or infinite.
+        """
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+
+class Statistic(Result):
+    """A statistic with its percentile-bootstrap 95% interval (None where it has none)."""
+
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n: int
+
+    @classmethod
+    def of(cls, estimate: Estimate) -> Statistic:
+        """The reported form of a bootstrap `Estimate`."""
+        return cls(value=estimate.value, ci_low=estimate.low, ci_high=estimate.high, n=estimate.n)
+
+
+class Distribution(Result):
+    """Summary statistics and a histogram of one value (the total or a component); with no
+    values, only the counts are written."""
+
+    count: int
+    missing: int
+    mean: float | None = Field(default=None, exclude_if=_absent)
+    std: float | None = Field(default=None, exclude_if=_absent)
+    min: Number | None = Field(default=None, exclude_if=_absent)
+    p50: float | None = Field(default=None, exclude_if=_absent)
+    max: Number | None = Field(default=None, exclude_if=_absent)
+    histogram: tuple[Bin, ...] | None = Field(default=None, exclude_if=_absent)
+
+
+class JudgeUsage(Result):
+    """What the judges cost: money, latency and tokens, where rows record them."""
+
+    cost_total: Number
+    cost_per_row: float
+    latency_p50: float | None
+    latency_p95: float | None
+    tokens_total: int
+
+
+class GrpoSignal(Result):
+    """How much a GRPO trainer learns from the groups: the share whose rewards do not vary,
+    and the spread within groups (groups of two or more scored attempts only)."""
+
+    groups: int
+    mean_group_size: float
+    zero_variance_share: float
+    mean_within_group_std: float
+    within_group_std_histogram: tuple[Bin, ...]
+
+
+class LengthCorrelation(Result):
+    """Reward against completion length: correlations, and (characters, reward) points."""
+
+    n: int
+    pearson: float | None
+    spearman: float | None
+    points: tuple[tuple[float, Number], ...]
+
+
+class Agreement(Result):
+    """Agreement with human labels; accuracy and Cohen's kappa (at `threshold`) only for
+    pass/fail labels."""
+
+    label: str
+    n: int
+    spearman: Statistic
+    kendall_tau: Statistic
+    threshold: float | None = Field(default=None, exclude_if=_absent)
+    accuracy: Statistic | None = Field(default=None, exclude_if=_absent)
+    cohen_kappa: Statistic | None = Field(default=None, exclude_if=_absent)
+
+
+class Preferences(Result):
+    """Pairwise accuracy against human preferences, over the groups that have a pair."""
+
+    key: str
+    groups: int
+    pairwise_accuracy: Statistic
+
+
+class StepPosition(Result):
+    """The per-step rewards at one position of the trajectories."""
+
+    step: int
+    count: int
+    mean: float
+    min: Number
+    max: Number
+
+
+class StepRewards(Result):
+    """Where in trajectories rewards are earned or lost."""
+
+    rollouts: int
+    mean_steps: float
+    by_position: tuple[StepPosition, ...]
+    histogram: tuple[Bin, ...]
+
+
+class Determinism(Result):
+    """How often a value changed, and a verdict flipped, across repeated scorings."""
+
+    repeats: int
+    rollouts: int
+    changed_share: float
+    verdict_flip_share: float
+    threshold: float
+
+
+class Report(Result):
+    """The diagnostics of a scored set of rollouts; a section is None where the rows do not
+    have what it needs (no groups, no lengths, no labels, ...)."""
+
+    source: str | None
+    rows: int
+    scored: int
+    failed: int
+    reward: Distribution
+    components: dict[str, Distribution]
+    failures: dict[str, int]
+    judge: JudgeUsage | None
+    grpo: GrpoSignal | None
+    length: LengthCorrelation | None
+    agreement: Agreement | None
+    preferences: Preferences | None
+    steps: StepRewards | None
+    determinism: Determinism | None
