@@ -2,18 +2,43 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import os
+import pickle
 import shutil
 import textwrap
 import threading
-from typing import Any
+from typing import Any, Literal
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import referee
+from referee.errors import SpecError
 from referee.rewards import IoTests, PytestTests, PythonTests
 from referee.rewards import code as code_module
-from referee.verifiers.sandbox import LocalSandbox
+from referee.rewards._sandboxed import SandboxedReward
+from referee.rewards.code_reference import (
+    IoCase,
+    IoTestsReference,
+    PytestReference,
+    PythonTestsReference,
+    code_reference,
+)
+from referee.verifiers.sandbox import (
+    BACKENDS,
+    BackendOptions,
+    DockerOptions,
+    Job,
+    LocalOptions,
+    Pipelining,
+    RunResult,
+    Sandbox,
+    SandboxSession,
+    get_sandbox,
+)
 from referee.verifiers.sandbox.local import bwrap_problem
 from tests.conftest import make
 
@@ -179,12 +204,12 @@ def test_bad_references_are_not_applicable(reference: Any) -> None:
     assert s.value is None and s.failure is not None and s.failure.type == "not_applicable"
 
 
-def test_sandbox_that_cannot_start_is_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
-    broken = LocalSandbox(workers=1, isolation="process", python="/nonexistent/python3")
-    monkeypatch.setattr(code_module, "get_sandbox", lambda *args, **kw: broken)
-    s = grade("def add(a, b):\n    return a + b\n")
+def test_sandbox_that_cannot_start_is_a_failure() -> None:
+    broken = {"isolation": "process", "python": "/nonexistent/python3", "workers": 1}
+    s = grade("def add(a, b):\n    return a + b\n", sandbox=broken)
     assert s.value is None and s.failure is not None and s.failure.type == "sandbox"
-    io = referee.score(IoTests(), [make("print(1)", {"cases": [{"stdin": "", "stdout": "1"}]})])[0]
+    io_case = make("print(1)", {"cases": [{"stdin": "", "stdout": "1"}]})
+    io = referee.score(IoTests(sandbox=broken), [io_case])[0]
     assert io.value is None and io.failure is not None and io.failure.type == "sandbox"
 
 
@@ -310,7 +335,7 @@ def test_pytest_tests(completion: str, value: float, why: str, backend: str) -> 
 
 
 def test_pytest_missing_in_the_sandbox_is_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(code_module._PYTEST_PRESENT, id(code_module.get_sandbox()), False)
+    monkeypatch.setitem(code_module._PYTEST_PRESENT, id(get_sandbox()), False)
     s = pytest_grade("def add(a, b):\n    return a + b\n")
     assert s.value is None and s.failure is not None and s.failure.type == "sandbox"
     assert "python3-pytest" in s.failure.message
@@ -326,3 +351,271 @@ def test_pipelined_and_live_tests_score_alike() -> None:
     a = grade(stateful, {"test": straight, "entry_point": "f"})
     b = grade(stateful, {"test": looped, "entry_point": "f"})
     assert a.value == b.value == pytest.approx(2 / 3)
+
+
+# --- the sandbox option and the published protocol ----------------------------------------
+
+
+class _SessionOnly:
+    """A third-party session: exactly the published `SandboxSession` protocol (no pipelining)."""
+
+    def __init__(self, inner: SandboxSession) -> None:
+        self._inner = inner
+
+    @property
+    def names(self) -> list[str]:
+        return self._inner.names
+
+    @property
+    def dead(self) -> str | None:
+        return self._inner.dead
+
+    def call(self, fn: str, args: list[Any], kwargs: dict[str, Any] | None = None) -> Any:
+        return self._inner.call(fn, args, kwargs)
+
+    def close(self) -> RunResult:
+        return self._inner.close()
+
+
+class _ProtocolOnly:
+    """A third-party backend: exactly the published `Sandbox` protocol, around the local one."""
+
+    def __init__(self) -> None:
+        self._inner = get_sandbox()
+
+    def run(self, job: Job) -> RunResult:
+        return self._inner.run(job)
+
+    def session(self, job: Job, call_timeout: float | None = None) -> SandboxSession:
+        return _SessionOnly(self._inner.session(job, call_timeout))
+
+    def close(self) -> None:
+        pass  # the local sandbox it wraps is the process's own
+
+
+class _ProtocolOnlyOptions(BackendOptions):
+    backend: Literal["protocol_only"] = "protocol_only"
+
+    def create(self) -> Sandbox:
+        return _ProtocolOnly()
+
+
+def test_a_backend_with_only_the_published_protocol_scores_humaneval(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # python_tests used to call `session.pipeline`, which the protocol does not have: every
+    # plannable test (this one) became a Failure on such a backend.
+    monkeypatch.setitem(BACKENDS, "protocol_only", _ProtocolOnlyOptions)
+    session = _ProtocolOnly().session(Job(source="def f(): pass"))
+    assert isinstance(session, SandboxSession) and not isinstance(session, Pipelining)
+    session.close()
+    prompt = 'def add(a, b):\n    """a + b"""\n'
+    reference = {"prompt": prompt, "test": ADD_TEST, "entry_point": "add"}
+    assert grade("    return a + b\n", reference, sandbox="protocol_only").value == 1.0
+    assert grade("    return 3\n", reference, sandbox="protocol_only").value == 0.25
+    spec = {"type": "python_tests", "sandbox": {"backend": "protocol_only"}}
+    scores = referee.score(referee.load(spec), [make("    return a + b\n", reference)])
+    assert scores[0].value == 1.0
+
+
+class _Gate:
+    """A sandbox whose jobs each wait until `parties` jobs are in flight together."""
+
+    def __init__(self, parties: int) -> None:
+        self.barrier = threading.Barrier(parties, timeout=20)
+
+    def run(self, job: Job) -> RunResult:
+        self.barrier.wait()  # BrokenBarrierError (a Failure) unless `parties` jobs run at once
+        return RunResult(0, None, False, False, b"3\n", b"", False, False, 0.0)
+
+    def session(self, job: Job, call_timeout: float | None = None) -> SandboxSession:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.barrier.abort()
+
+
+class _GateOptions(BackendOptions):
+    backend: Literal["gate"] = "gate"
+    parties: int
+    label: str  # one gate per test
+
+    def create(self) -> Sandbox:
+        return _Gate(self.parties)
+
+
+# Above asyncio's default thread pool, which used to cap the jobs in flight.
+MANY = min(32, (os.cpu_count() or 1) + 4) + 4
+IO_CASE = {"cases": [{"stdin": "", "stdout": "3"}]}
+
+
+@pytest.mark.parametrize(
+    ("own", "asked"),
+    [
+        (MANY, None),  # the reward's own concurrency option
+        (1, MANY),  # a caller's concurrency for one batch, above the reward's
+    ],
+)
+def test_jobs_in_flight_follow_concurrency_not_the_default_thread_pool(
+    own: int, asked: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(BACKENDS, "gate", _GateOptions)
+    gate = {"backend": "gate", "parties": MANY, "label": f"{own}-{asked}"}
+    reward = IoTests(sandbox=gate, concurrency=own)
+    scores = referee.score(reward, [make("print(3)", IO_CASE)] * MANY, concurrency=asked)
+    assert [s.value for s in scores] == [1.0] * MANY, scores[0].failure
+
+
+def test_sandbox_threads_end_with_their_reward(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(BACKENDS, "gate", _GateOptions)
+    gate = {"backend": "gate", "parties": 1, "label": "threads"}
+    reward = IoTests(sandbox=gate, concurrency=4, name="threads_probe")
+
+    def threads() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name.startswith("referee-threads_probe")]
+
+    assert referee.score(reward, [make("print(3)", IO_CASE)] * 8)[0].value == 1.0
+    first = threads()
+    assert 1 <= len(first) <= 4
+    # A caller asking for more at once gets a larger pool; the smaller one's threads end.
+    assert referee.score(reward, [make("print(3)", IO_CASE)] * 8, concurrency=8)[0].value == 1.0
+    for thread in first:
+        thread.join(timeout=10)
+        assert not thread.is_alive()
+    assert pickle.loads(pickle.dumps(reward)) == reward  # the pool stays behind
+    left = threads()
+    assert left
+    del reward
+    gc.collect()
+    for thread in left:
+        thread.join(timeout=10)
+    assert threads() == []
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({}, LocalOptions()),  # the default
+        ({"sandbox": "docker"}, DockerOptions()),  # a backend by name
+        ({"sandbox": {"backend": "docker", "runtime": "runsc"}}, DockerOptions(runtime="runsc")),
+        (
+            {"sandbox": {"isolation": "bwrap", "workers": 2}},
+            LocalOptions(isolation="bwrap", workers=2),
+        ),
+        ({"backend": "docker", "runtime": "runsc"}, DockerOptions(runtime="runsc")),  # flat keys
+        ({"isolation": "process", "workers": 3}, LocalOptions(isolation="process", workers=3)),
+        ({"sandbox": "docker", "workers": 2}, DockerOptions(workers=2)),  # a block and a flat key
+    ],
+)
+def test_sandbox_option_shapes(options: dict[str, Any], expected: BackendOptions) -> None:
+    for kind in ("python_tests", "io_tests", "pytest_tests"):
+        reward = referee.load({"type": kind, **options})
+        assert isinstance(reward, SandboxedReward) and reward.sandbox == expected
+        assert pickle.loads(pickle.dumps(reward)).sandbox == expected
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        (
+            {"sandbox": {"backend": "docker", "isolation": "process"}},
+            ["isolation", "local", "docker"],
+        ),
+        ({"backend": "docker", "isolation": "process"}, ["isolation", "local", "docker"]),  # flat
+        ({"sandbox": {"runtime": "runsc"}}, ["runtime", "docker", "not local"]),
+        ({"sandbox": {"backend": "local", "image": "x"}}, ["image", "local", "workers, isolation"]),
+        ({"sandbox": {"isolation": "strong"}}, ["isolation", "local", "'auto', 'bwrap'"]),
+        ({"sandbox": {"backend": "docker", "workers": 0}}, ["workers", "docker", "greater than"]),
+        ({"sandbox": "podman"}, ["podman", "docker, local"]),
+        ({"sandbox": {"workers": 2}, "workers": 3}, ["workers", "twice"]),
+    ],
+)
+def test_a_wrong_sandbox_option_names_the_option_and_the_backend(
+    options: dict[str, Any], words: list[str]
+) -> None:
+    with pytest.raises(SpecError) as caught:
+        referee.load({"type": "python_tests", **options})
+    for word in words:
+        assert word in str(caught.value)
+    with pytest.raises(ValueError, match=words[0]):
+        PythonTests(**options)
+
+
+# --- code-test references ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("reference", "expected"),
+    [
+        (ADD, PythonTestsReference(ADD_TEST, "add")),
+        (
+            {**ADD, "prompt": "def add(a, b):\n"},
+            PythonTestsReference(ADD_TEST, "add", "def add(a, b):\n"),
+        ),
+        ({**ADD, "prompt": 3}, PythonTestsReference(ADD_TEST, "add")),  # a prompt that is not code
+        ({"cases": [{"stdin": "1", "stdout": "2"}]}, IoTestsReference((IoCase("1", "2"),))),
+        ({"cases": [{"stdout": "2"}]}, IoTestsReference((IoCase("", "2"),))),  # no stdin: empty
+        ({"inputs": [["1", 2]], "outputs": ["3"]}, IoTestsReference((IoCase("1\n2", "3"),))),
+        ('{"inputs": ["1"], "outputs": ["2"]}', IoTestsReference((IoCase("1", "2"),))),  # JSON
+        (
+            {"input_output": '{"inputs": ["1"], "outputs": ["2"]}'},
+            IoTestsReference((IoCase("1", "2"),)),
+        ),
+        ({"tests": "def test_x(): pass"}, PytestReference("def test_x(): pass")),
+        (
+            {"tests": "t", "test_file": "test_a.py", "files": {"data.txt": 5}},
+            PytestReference("t", test_file="test_a.py", files={"data.txt": "5"}),
+        ),
+        # Not code-test references, or ones no code reward can grade against.
+        (None, None),
+        ("Paris", None),
+        ("42", None),  # JSON, but not cases
+        ({"answer": "4"}, None),
+        ({"test": "assert f(1)"}, None),  # no entry_point
+        ({"test": "assert f(1)", "entry_point": "not a name"}, None),
+        ({"cases": []}, None),
+        ({"inputs": ["1"], "outputs": []}, None),
+        ({"tests": 5}, None),
+    ],
+)
+def test_code_reference(reference: Any, expected: Any) -> None:
+    assert code_reference(reference) == expected
+
+
+@pytest.mark.parametrize(
+    ("kind", "reference", "message"),
+    [
+        ("python_tests", None, 'python_tests needs a reference {"test", "entry_point"}, got None'),
+        ("python_tests", {"test": "x"}, "reference entry_point must be a function name, got None"),
+        ("io_tests", "not json", "io_tests reference is a string but not JSON"),
+        ("io_tests", {"inputs": ["1"], "outputs": []}, "different numbers of inputs and outputs"),
+        ("io_tests", {"answer": 1}, 'io_tests needs {"cases": [{"stdin", "stdout"}]} or'),
+        ("io_tests", {"cases": [{"stdin": 1, "stdout": "2"}]}, "io_tests case is not text"),
+        ("io_tests", {"cases": []}, "io_tests reference has no case"),
+        ("pytest_tests", {"test": "x"}, 'pytest_tests needs a reference {"tests": code}, got'),
+    ],
+)
+def test_a_reward_says_what_reference_it_needs(kind: str, reference: Any, message: str) -> None:
+    s = referee.score(referee.load({"type": kind}), [make("print(1)", reference)])[0]
+    assert s.failure is not None and s.failure.type == "not_applicable"
+    assert message in s.failure.message
+
+
+KEYS = ["test", "tests", "cases", "inputs", "outputs", "stdin", "stdout", "entry_point",
+        "prompt", "input_output", "files", "x"]  # fmt: skip
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(KEYS), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@given(JSON)
+def test_code_reference_reads_anything(reference: Any) -> None:
+    # Whatever the dataset holds, the answer is a reference or None, never an exception; and
+    # a reference the function accepts is one its reward accepts.
+    ref = code_reference(reference)
+    if ref is not None:
+        assert type(ref).parse(reference) == ref

@@ -1,30 +1,28 @@
-"""What a sandbox runs (`Job`, `Limits`) and what it returns (`RunResult`)."""
+"""The sandbox interface: what a sandbox runs (`Job`, `Limits`), what it returns
+(`RunResult`), the protocols a backend implements (`Sandbox`, `SandboxSession`, optionally
+`Pipelining`), and the base of a backend's options (`BackendOptions`)."""
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from referee.errors import RefereeError
+from pydantic import BaseModel, ConfigDict
+
+from referee.errors import ProgramError, SandboxError
 
 __all__ = [
+    "BackendOptions",
     "Job",
     "Limits",
+    "Pipelining",
     "ProgramError",
     "RunResult",
     "Sandbox",
     "SandboxError",
     "SandboxSession",
 ]
-
-
-class SandboxError(RefereeError):
-    """The sandbox itself could not run a job (could not start, broke down).
-
-    A reward turns this into ``Failure("sandbox")``: never a score, since the code was not
-    judged. What the code does to itself (crash, timeout, killing its own worker) is a result,
-    not a SandboxError.
-    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +149,27 @@ class SandboxSession(Protocol):
 
 
 @runtime_checkable
+class Pipelining(Protocol):
+    """A session that can send calls known in advance at once (optional, a speed-up only).
+
+    A `SandboxSession` need not implement it: callers check with ``isinstance(session,
+    Pipelining)`` and otherwise make their calls one by one.
+    """
+
+    def pipeline(self, fn: str, calls: list[tuple[list[Any], dict[str, Any]]]) -> int:
+        """Send these calls of `fn` now, in order; `call` then answers them from the replies.
+
+        The program must run them one by one, as it would live calls, each within the call
+        timeout, so the results are those of live calls. A caller whose calls then differ
+        from the plan gets live calls once the planned replies are drained.
+
+        Returns:
+            How many calls were sent; 0 means none: make every call live, as usual.
+        """
+        ...
+
+
+@runtime_checkable
 class Sandbox(Protocol):
     """Runs untrusted code."""
 
@@ -167,9 +186,26 @@ class Sandbox(Protocol):
         ...
 
 
-class ProgramError(Exception):
-    """A call into sandboxed code failed: it raised, timed out, or the program died."""
+class BackendOptions(BaseModel):
+    """A sandbox backend's options, checked by the backend's own model: a spec's ``sandbox:``.
 
-    def __init__(self, message: str, *, dead: bool = False) -> None:
-        super().__init__(message)
-        self.dead = dead
+    A backend subclasses this with its options as fields and its name as the only value of
+    `backend` (``backend: Literal["mine"] = "mine"``), starts its sandbox in `create`, and is
+    chosen by name once it has an entry in `referee.verifiers.sandbox.BACKENDS`. Options are
+    frozen and hashable: equal options share one sandbox per process (`get_sandbox`).
+
+    Attributes:
+        backend: The backend's name in `BACKENDS`.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    backend: str
+
+    @abstractmethod
+    def create(self) -> Sandbox:
+        """Start the sandbox these options describe.
+
+        Raises:
+            SandboxError: It cannot be started here (the message says why).
+        """

@@ -28,15 +28,17 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field
 
 from referee.errors import MissingDependency
 from referee.verifiers.sandbox import _wire
-from referee.verifiers.sandbox.base import Limits, SandboxError
+from referee.verifiers.sandbox.base import BackendOptions, Limits, SandboxError
 from referee.verifiers.sandbox.pool import Worker, WorkerPool
 from referee.verifiers.sandbox.uids import claim_uid
 
-__all__ = ["DockerSandbox"]
+__all__ = ["DockerOptions", "DockerSandbox"]
 
 _HERE = Path(__file__).resolve().parent
 _UID_BASE = 61000  # container users are claimed from here (the local backend's from 60000)
@@ -248,6 +250,23 @@ class DockerSandbox(WorkerPool):
     def close(self) -> None:
         super().close()
         self.client.close()
+
+
+class DockerOptions(BackendOptions):
+    """The ``docker`` backend's options (a spec's ``sandbox: {backend: docker, ...}``): the
+    arguments of `DockerSandbox`, with the same defaults."""
+
+    backend: Literal["docker"] = "docker"
+    workers: int | None = Field(default=None, ge=1)
+    runtime: str | None = None
+    recycle_after: int = Field(default=200, ge=1)
+    python: str = "/usr/bin/python3"
+    memory_bytes: int = Field(default=2 << 30, gt=0)
+    pids: int = Field(default=256, ge=1)
+    base_url: str | None = None
+
+    def create(self) -> DockerSandbox:
+        return DockerSandbox(**self.model_dump(exclude={"backend"}))
 
 
 def wait_for_engine(base_url: str, seconds: float = 30.0) -> None:

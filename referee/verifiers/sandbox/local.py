@@ -25,11 +25,13 @@ import warnings
 from pathlib import Path
 from typing import Literal
 
-from referee.verifiers.sandbox.base import Limits, SandboxError
+from pydantic import Field
+
+from referee.verifiers.sandbox.base import BackendOptions, Limits, SandboxError
 from referee.verifiers.sandbox.pool import ProcessWorker, Worker, WorkerPool
 from referee.verifiers.sandbox.uids import claim_uid
 
-__all__ = ["Isolation", "LocalSandbox"]
+__all__ = ["Isolation", "LocalOptions", "LocalSandbox"]
 
 logger = logging.getLogger("referee.sandbox")
 
@@ -52,7 +54,7 @@ def _default_python() -> str:
 def _system_args(root: bool) -> list[str]:
     """Namespaces and the read-only system: what every sandbox (and the probe) needs."""
     # No --die-with-parent: its PR_SET_PDEATHSIG fires when the *thread* that started bwrap
-    # ends (an asyncio.to_thread worker), not the process. A zygote exits when its channel
+    # ends (a reward's grading thread), not the process. A zygote exits when its channel
     # closes instead, so a worker outlives a dead host by at most one job's wall time.
     args = [
         "bwrap", "--new-session",
@@ -171,3 +173,21 @@ class LocalSandbox(WorkerPool):
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
+
+
+class LocalOptions(BackendOptions):
+    """The ``local`` backend's options (a spec's ``sandbox: {backend: local, ...}``).
+
+    Attributes:
+        workers: Jobs run at once (one pre-forked worker each); default: CPU count.
+        isolation: See `Isolation`.
+        python: The interpreter inside the sandbox; default /usr/bin/python3.
+    """
+
+    backend: Literal["local"] = "local"
+    workers: int | None = Field(default=None, ge=1)
+    isolation: Isolation = "auto"
+    python: str | None = None
+
+    def create(self) -> LocalSandbox:
+        return LocalSandbox(workers=self.workers, isolation=self.isolation, python=self.python)

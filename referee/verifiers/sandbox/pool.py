@@ -392,7 +392,7 @@ class _Session:
         return reply
 
     def pipeline(self, fn: str, calls: list[tuple[list[Any], dict[str, Any]]]) -> int:
-        """Send these calls of `fn` now, in order; `call` then answers them from the replies.
+        """Send these calls of `fn` now, in order; `call` then answers them (`Pipelining`).
 
         The program runs them one by one as it would live calls; a caller whose calls then
         differ from the plan gets live calls after the planned replies are drained. Returns
