@@ -1,6 +1,7 @@
 """The registry of named reward types that spec files refer to (``type: json_schema``).
 
-Built-in types register themselves with `@register`. Plugins add types through the
+Built-in types register themselves with `@register` when `referee.rewards` is imported, which
+the spec loader does: the registry itself imports no reward. Plugins add types through the
 ``referee.rewards`` entry-point group, e.g. in their ``pyproject.toml``::
 
     [project.entry-points."referee.rewards"]
@@ -28,7 +29,6 @@ logger = logging.getLogger("referee")
 _types: dict[str, type[Any]] = {}
 _lock = threading.Lock()
 _plugins_loaded = False
-_builtins_loaded = False
 
 T = TypeVar("T", bound=type[Any])
 
@@ -50,13 +50,6 @@ def register(name: str) -> Callable[[T], T]:
     return decorate
 
 
-def _load_builtins() -> None:
-    global _builtins_loaded
-    if not _builtins_loaded:
-        importlib.import_module("referee.rewards")
-        _builtins_loaded = True
-
-
 def _load_plugins() -> None:
     global _plugins_loaded
     with _lock:
@@ -74,7 +67,6 @@ def _load_plugins() -> None:
 
 def lookup(name: str) -> type[Any] | None:
     """The reward class registered as `name`, loading plugins on first miss; None if unknown."""
-    _load_builtins()
     cls = _types.get(name)
     if cls is None:
         _load_plugins()
@@ -84,6 +76,5 @@ def lookup(name: str) -> type[Any] | None:
 
 def registered_types() -> list[str]:
     """Every registered reward type name, built-in and plugin, sorted."""
-    _load_builtins()
     _load_plugins()
     return sorted(_types)

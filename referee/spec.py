@@ -35,6 +35,7 @@ from typing import Any, get_args
 import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+import referee.rewards  # noqa: F401  (the built-in types register as they are imported)
 from referee.compose import Combined, CombineMode, Component, NonePolicy, Transform
 from referee.errors import SpecError
 from referee.registry import lookup, registered_types

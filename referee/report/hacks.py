@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from referee.rewards.code_reference import PythonTestsReference, code_reference
 from referee.rollout import Rollout
 
 __all__ = ["PROBES", "Gold", "Kind", "Probe", "answer_of"]
@@ -177,19 +178,14 @@ def _hedged(gold: Gold) -> str | None:
     return "\nor\n".join(options)
 
 
-def _is_code(gold: Gold) -> bool:
-    ref = gold.rollout.reference
-    return isinstance(ref, dict) and bool({"test", "tests", "cases", "inputs"} & set(ref))
-
-
 def _entry_point(gold: Gold) -> str:
-    ref = gold.rollout.reference
-    entry = ref.get("entry_point") if isinstance(ref, dict) else None
-    return entry if isinstance(entry, str) else "solution"
+    ref = code_reference(gold.rollout.reference)
+    return ref.entry_point if isinstance(ref, PythonTestsReference) else "solution"
 
 
 def _code(text: Callable[[Gold], str]) -> Callable[[Gold], str | None]:
-    return lambda gold: text(gold) if _is_code(gold) else None
+    """A probe for code rewards: only where the reference is one a code reward can grade."""
+    return lambda gold: text(gold) if code_reference(gold.rollout.reference) else None
 
 
 PROBES: tuple[Probe, ...] = (

@@ -1,0 +1,151 @@
+"""The import layers of docs/architecture.md hold, and no module imports its way into a cycle."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "referee"
+
+
+def _layers() -> dict[str, int]:
+    """Unit name -> layer number, read from the ```layers block of docs/architecture.md."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    block = re.search(r"```layers\n(.*?)```", text, re.S)
+    assert block is not None, "docs/architecture.md has no ```layers block"
+    layers: dict[str, int] = {}
+    for line in block.group(1).splitlines():
+        number, *units = line.split()
+        for unit in units:
+            layers[unit] = int(number)
+    return layers
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _unit(module: str) -> str:
+    """The unit a module belongs to: ``referee.judges.client`` -> ``judges``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _imports(path: Path, *, top_level_only: bool) -> Iterator[tuple[str, int]]:
+    """(imported referee module, line) for every import in the file."""
+    tree = ast.parse(path.read_text(), str(path))
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("referee"):
+                    yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module or ""
+            if not target.startswith("referee"):
+                continue
+            if node.module is None or target == "referee":
+                # `from referee import x` / `from . import x`: x may be a submodule.
+                for alias in node.names:
+                    sub = f"{target}.{alias.name}"
+                    is_module = (ROOT / Path(*sub.split("."))).with_suffix(".py").exists() or (
+                        ROOT / Path(*sub.split("."))
+                    ).is_dir()
+                    yield (sub if is_module else target), node.lineno
+            else:
+                yield target, node.lineno
+
+
+SOURCES = sorted(PACKAGE.rglob("*.py"))
+
+
+def test_every_unit_has_a_layer() -> None:
+    layers = _layers()
+    units = {_unit(_module_name(p)) for p in SOURCES}
+    missing = sorted(units - set(layers))
+    assert not missing, f"units with no layer in docs/architecture.md: {missing}"
+
+
+def test_imports_go_down_the_layers() -> None:
+    layers = _layers()
+    wrong = []
+    for path in SOURCES:
+        source = _module_name(path)
+        here = _unit(source)
+        for target, line in _imports(path, top_level_only=False):
+            there = _unit(target)
+            if there == here:
+                continue
+            if layers[there] >= layers[here]:
+                wrong.append(
+                    f"{path.relative_to(ROOT)}:{line}: {here} (layer {layers[here]}) imports "
+                    f"{target} ({there}, layer {layers[there]})"
+                )
+    assert not wrong, "imports against docs/architecture.md:\n" + "\n".join(wrong)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every cycle a depth-first walk of `graph` meets, each as a path back to its start."""
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the stack, 2: done
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        stack.append(node)
+        for dep in sorted(graph.get(node, ())):
+            if node.startswith(dep + "."):
+                continue  # a module importing its own package's __init__ (imported first)
+            if state.get(dep) == 1:
+                cycles.append([*stack[stack.index(dep) :], dep])
+            elif dep not in state:
+                visit(dep, stack)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [])
+    return cycles
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+    assert _cycles({"p": set(), "p.m": {"p"}}) == []  # a module and its package
+
+
+def test_no_import_cycles() -> None:
+    graph: dict[str, set[str]] = {}
+    for path in SOURCES:
+        name = _module_name(path)
+        graph[name] = {t for t, _ in _imports(path, top_level_only=True)} - {name}
+    cycles = _cycles(graph)
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+@pytest.mark.parametrize(
+    ("source", "target", "allowed"),
+    [
+        ("reward", "rewards", False),  # the core never reaches up to the built-ins
+        ("registry", "rewards", False),  # the registry imports no reward
+        ("report", "backends", False),
+        ("rollouts", "report", False),
+        ("rewards", "judges", True),
+        ("cli", "backends", True),
+    ],
+)
+def test_the_table_says_what_the_design_says(source: str, target: str, allowed: bool) -> None:
+    layers = _layers()
+    assert (layers[target] < layers[source]) is allowed
