@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from decimal import Decimal
 from typing import Any, Literal
 
 from referee.errors import NotApplicable
@@ -48,8 +49,14 @@ def reference_of(rollout: Rollout, key: str | None) -> Any:
 
 
 def short(value: Any, limit: int = 60) -> str:
-    """repr() cut to `limit` characters, for reasons."""
-    text = repr(value)
+    """repr() cut to `limit` characters, for reasons (a Decimal as its number)."""
+    if isinstance(value, Decimal):
+        text = f"{value:.12g}" if value.adjusted() > 24 else str(value)
+    else:
+        try:
+            text = repr(value)
+        except ValueError:  # an int past Python's 4300-digit limit on printing
+            text = f"<{type(value).__name__} too large to print>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

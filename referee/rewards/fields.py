@@ -8,11 +8,13 @@ precision for every invented item, so listing every possible value does not pay.
 
 from __future__ import annotations
 
+import decimal
 import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
+from decimal import Decimal
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -34,6 +36,7 @@ MatcherKind = Literal["exact", "text", "number", "date", "set_f1", "fuzzy"]
 - exact: equal JSON values (1 and 1.0 are equal; true and 1 are not);
 - text: equal after text normalisation (case, Unicode form, whitespace, edge punctuation);
 - number: within `abs_tol` or `rel_tol`; numeric strings such as "1,200.5" or "$3.5" count;
+  numbers beyond float range (``1e400``, a 5000-digit integer) are compared exactly;
 - date: the same calendar date, whatever the format (ISO 8601 or `date_formats`);
 - set_f1: lists compared as sets of normalised items, scored by F1 (invented items cost
   precision, missing ones recall);
@@ -51,6 +54,8 @@ _DEFAULT_DATE_FORMATS = (
     "%b. %d, %Y",
 )
 _NUMERIC_JUNK = re.compile(r"[,\s_$€£¥]")
+# For numbers beyond float range: 60 digits, and exponents that never overflow.
+_WIDE = decimal.Context(prec=60, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN, traps=[])
 
 
 class FieldRule(BaseModel):
@@ -107,19 +112,43 @@ def _lookup(obj: Any, path: str) -> Any:
     return obj
 
 
-def _as_number(value: Any) -> float | None:
+def _as_number(value: Any) -> float | Decimal | None:
+    """A float, or an exact Decimal for a number beyond float range; None if not a number."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
-        return float(value)
+    if isinstance(value, float):
+        return value
+    if isinstance(value, int):
+        try:
+            return float(value)
+        except OverflowError:
+            return Decimal(value)
+    if isinstance(value, Decimal):
+        number = float(value)
+        return number if math.isfinite(number) else value
     if isinstance(value, str):
         text = _NUMERIC_JUNK.sub("", value)
         try:
             number = float(text)
         except ValueError:
             return None
-        return number if math.isfinite(number) else None
+        if math.isfinite(number):
+            return number
+        try:
+            exact = Decimal(text)  # beyond float range, or inf/nan
+        except decimal.InvalidOperation:
+            return None
+        return exact if exact.is_finite() else None
     return None
+
+
+def _close(p: Decimal, r: Decimal, rel_tol: float, abs_tol: float) -> bool:
+    """`math.isclose` for Decimals of any size, to 60 significant digits."""
+    if p == r:
+        return True
+    diff = _WIDE.subtract(p, r).copy_abs()
+    scale = max(p.copy_abs(), r.copy_abs())
+    return diff <= _WIDE.multiply(Decimal(rel_tol), scale) or diff <= Decimal(abs_tol)
 
 
 def _as_date(value: Any, formats: tuple[str, ...]) -> date | None:
@@ -170,9 +199,13 @@ def _match_number(rule: FieldRule, pred: Any, ref: Any) -> MatchResult:
         raise NotApplicable(f"reference value {short(ref)} is not a number")
     if p is None:
         return 0.0, f"{short(pred)} is not a number"
-    if math.isclose(p, r, rel_tol=rule.rel_tol, abs_tol=rule.abs_tol):
+    if isinstance(p, float) and isinstance(r, float):
+        if math.isclose(p, r, rel_tol=rule.rel_tol, abs_tol=rule.abs_tol):
+            return 1.0, None
+        return 0.0, f"{p:.12g} != {r:.12g}"
+    if _close(Decimal(p), Decimal(r), rule.rel_tol, rule.abs_tol):
         return 1.0, None
-    return 0.0, f"{p:.12g} != {r:.12g}"
+    return 0.0, f"{p:.12g} != {r:.12g} (beyond float range: compared exactly)"
 
 
 def _match_date(rule: FieldRule, pred: Any, ref: Any) -> MatchResult:

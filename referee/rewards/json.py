@@ -84,7 +84,7 @@ class JsonSchema(CheckReward):
         parsed = parse_json(rollout.completion_text, self.extract)
         if not parsed.ok:
             return Score(value=0.0, reason=f"invalid JSON: {parsed.error}")
-        error = first_error(self._validator, parsed.value)
+        error = first_error(self._validator, parsed.value, exact_numbers=parsed.exact_numbers)
         if error is not None:
             return Score(value=0.0, reason=f"schema violation {error}")
         return Score(value=1.0, reason="matches schema")

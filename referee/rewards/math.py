@@ -13,6 +13,7 @@ from referee.rewards._common import clip_text, reference_of, short
 from referee.rollout import Rollout
 from referee.score import Score
 from referee.verifiers.math import AnswerKind, verify_math
+from referee.verifiers.patterns import Pattern, compile_pattern
 
 __all__ = ["MathAnswer"]
 
@@ -30,7 +31,8 @@ class MathAnswer(CheckReward):
         answer: What to extract from the completion (`AnswerKind`).
         pattern: A regex applied first; the last match's first group is what gets parsed
             (e.g. ``<answer>(.*?)</answer>``).
-        timeout: Seconds for parsing and comparing, enforced in any thread.
+        timeout: Seconds for parsing and comparing, enforced in any thread; also the limit
+            for `pattern` if it needs the backtracking engine (it runs on RE2 otherwise).
         float_rounding: Decimal places used when comparing floats.
         strict: math-verify's strict mode (variables must match, no set/relation leniency).
         reference_key: Take the answer from this key of an object reference.
@@ -46,12 +48,13 @@ class MathAnswer(CheckReward):
     reference_key: str | None = None
     no_answer: Literal["zero", "fail"] = "zero"
     name: str = "math_answer"
-    _pattern: re.Pattern[str] | None = field(init=False, repr=False, compare=False, default=None)
+    _pattern: Pattern | None = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
         if self.timeout <= 0:
             raise ValueError(f"timeout must be positive, got {self.timeout}")
-        self._pattern = None if self.pattern is None else re.compile(self.pattern, re.DOTALL)
+        if self.pattern is not None:
+            self._pattern = compile_pattern(self.pattern, re.DOTALL, timeout=self.timeout)
 
     def check(self, rollout: Rollout) -> Score:
         ref: Any = reference_of(rollout, self.reference_key)

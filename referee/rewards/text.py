@@ -13,20 +13,18 @@ from referee.rewards._common import Normalize, normalize, reference_of, short
 from referee.rewards._extract import AnswerExtract, extract_answer
 from referee.rollout import Rollout
 from referee.score import Score
+from referee.verifiers.patterns import Pattern, compile_pattern
 
 __all__ = ["Contains", "ExactMatch", "Format", "Regex", "RegexFlag"]
 
 RegexFlag = Literal["IGNORECASE", "DOTALL", "MULTILINE"]
 
 
-def _compile(pattern: str, flags: tuple[RegexFlag, ...] = ()) -> re.Pattern[str]:
+def _compile(pattern: str, flags: tuple[RegexFlag, ...] = ()) -> Pattern:
     value = 0
     for flag in flags:
         value |= getattr(re, flag)
-    try:
-        return re.compile(pattern, value)
-    except re.error as exc:
-        raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+    return compile_pattern(pattern, value)
 
 
 def _answers(ref: Any) -> list[str]:
@@ -47,7 +45,7 @@ def _answers(ref: Any) -> list[str]:
 class _Extracting(CheckReward):
     extract: AnswerExtract = "full"
     pattern: str | None = None
-    _pattern: re.Pattern[str] | None = field(init=False, repr=False, compare=False, default=None)
+    _pattern: Pattern | None = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
         self._pattern = None if self.pattern is None else _compile(self.pattern, ("DOTALL",))
@@ -64,7 +62,7 @@ class ExactMatch(_Extracting):
     Attributes:
         extract: Which part of the completion is the answer (`AnswerExtract`).
         pattern: A regex whose last match (its first group, if any) is the answer; wins over
-            `extract`.
+            `extract`. Run as `Regex.regex` is.
         normalize: How both sides are normalised before comparing.
         reference_key: Take the answer from this key of an object reference.
     """
@@ -122,7 +120,10 @@ class Regex(CheckReward):
     """1.0 when `regex` matches the completion (anywhere, or in full).
 
     Attributes:
-        regex: The regular expression (Python syntax).
+        regex: The regular expression (Python `re` syntax and meaning). It runs on RE2, in
+            time linear in the text, unless it needs backtracking (backreferences,
+            lookaround, ...); then a match that runs past 2 s is a ``timeout`` Failure. See
+            `referee.verifiers.patterns`.
         mode: ``search`` finds it anywhere; ``fullmatch`` requires the whole text to match.
         flags: Regex flags.
         extract: Apply it to this part of the completion only.
@@ -133,7 +134,7 @@ class Regex(CheckReward):
     flags: tuple[RegexFlag, ...] = ()
     extract: AnswerExtract = "full"
     name: str = "regex"
-    _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _regex: Pattern = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._regex = _compile(self.regex, self.flags)
@@ -167,7 +168,8 @@ class Format(CheckReward):
 
     Attributes:
         preset: A named template: ``think_answer``, ``think``, ``answer`` or ``boxed``.
-        pattern: Or a regex the whole completion must match (DOTALL).
+        pattern: Or a regex the whole completion must match (DOTALL; run as `Regex.regex`
+            is).
         tags: Tags that must each appear exactly once (checked on top of the pattern; the
             reason names the ones missing or repeated).
     """
@@ -176,7 +178,7 @@ class Format(CheckReward):
     pattern: str | None = None
     tags: tuple[str, ...] | None = None
     name: str = "format"
-    _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _regex: Pattern = field(init=False, repr=False, compare=False)
     _tags: tuple[str, ...] = field(init=False, repr=False, compare=False, default=())
 
     def __post_init__(self) -> None:

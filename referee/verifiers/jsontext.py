@@ -1,21 +1,31 @@
 """Strict JSON out of model text: the whole text, a fenced block, or the first JSON value.
 
 Strict means no NaN or Infinity and no duplicate keys; nesting too deep to parse is an invalid
-text, not a crash.
+text, not a crash. Every number the grammar allows is valid, whatever its size: an integer of
+more than 4300 digits (where Python caps `int` parsing, since it takes quadratic time) or a
+number beyond float range (``1e400``) is kept exactly, as a `decimal.Decimal`, and
+`ParsedJson.exact_numbers` says so.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import math
 import re
+import threading
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Literal
+
+from referee.verifiers.patterns import compile_pattern
 
 __all__ = ["JsonExtract", "ParsedJson", "parse_json"]
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
+# On RE2: with `re`, a text of many unclosed fences takes quadratic time.
+_FENCE = compile_pattern(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
 _MAX_FIRST_TRIES = 64  # bounds the scan for "first" so hostile text cannot make it quadratic
+_INT_DIGITS = 4300  # CPython's default cap on int("..."); longer ones become Decimal
 
 
 JsonExtract = Literal["strict", "fenced", "first"]
@@ -42,9 +52,40 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+_exact = threading.local()  # .used: the decode in progress on this thread made a Decimal
+
+
+def _parse_float(text: str) -> float | Decimal:
+    value = float(text)
+    if math.isfinite(value):
+        return value
+    _exact.used = True
+    return Decimal(text)
+
+
+def _parse_int(text: str) -> int | Decimal:
+    if len(text) <= _INT_DIGITS:
+        try:
+            return int(text)
+        except ValueError:  # the process set a lower cap
+            pass
+    _exact.used = True
+    return Decimal(text)  # linear time, where int() would be quadratic
+
+
 # NaN/Infinity and duplicate keys are rejected: they are not portable JSON, and a duplicate key
-# lets a completion say two things at once to two different readers.
-_DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys, parse_constant=_no_constants)
+# lets a completion say two things at once to two different readers. Integers go through
+# json's own fast path; a text whose integers that path refuses is decoded again with
+# `_EXACT_DECODER`.
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=_unique_keys, parse_constant=_no_constants, parse_float=_parse_float
+)
+_EXACT_DECODER = json.JSONDecoder(
+    object_pairs_hook=_unique_keys,
+    parse_constant=_no_constants,
+    parse_float=_parse_float,
+    parse_int=_parse_int,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,15 +95,30 @@ class ParsedJson:
     ok: bool
     value: Any = None
     error: str | None = None
+    exact_numbers: bool = False
+    """Some number in `value` is a `decimal.Decimal` (too long for `int`, or beyond float
+    range)."""
 
 
-def _decode(text: str, start: int = 0) -> tuple[Any, int]:
+def _raw_decode(text: str, start: int) -> tuple[Any, int]:
     try:
         return _DECODER.raw_decode(text, start)
+    except (json.JSONDecodeError, _StrictJsonError):
+        raise
+    except ValueError:  # an integer longer than int() takes: decode again, exactly
+        return _EXACT_DECODER.raw_decode(text, start)
+
+
+def _decode(text: str, start: int = 0) -> tuple[Any, int, bool]:
+    """(value, where it ends, whether some number in it is a Decimal)."""
+    _exact.used = False
+    try:
+        value, end = _raw_decode(text, start)
     except json.JSONDecodeError as exc:
         raise _StrictJsonError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
         raise _StrictJsonError("nested too deeply to parse") from None
+    return value, end, _exact.used
 
 
 def _parse_strict(text: str) -> ParsedJson:
@@ -70,12 +126,12 @@ def _parse_strict(text: str) -> ParsedJson:
     if not stripped:
         return ParsedJson(False, error="empty completion")
     try:
-        value, end = _decode(stripped)
+        value, end, exact = _decode(stripped)
     except _StrictJsonError as exc:
         return ParsedJson(False, error=str(exc))
     if end != len(stripped):
         return ParsedJson(False, error=f"extra text after the JSON value at character {end}")
-    return ParsedJson(True, value)
+    return ParsedJson(True, value, exact_numbers=exact)
 
 
 def _parse_first(text: str) -> ParsedJson:
@@ -89,8 +145,8 @@ def _parse_first(text: str) -> ParsedJson:
             break
         start = min(candidates)
         try:
-            value, _ = _decode(text, start)
-            return ParsedJson(True, value)
+            value, _, exact = _decode(text, start)
+            return ParsedJson(True, value, exact_numbers=exact)
         except _StrictJsonError as exc:
             if tries == 0:
                 first_error = f"no valid JSON value found; first attempt: {exc}"
@@ -112,5 +168,5 @@ def parse_json(text: str, extract: JsonExtract = "strict") -> ParsedJson:
         match = _FENCE.search(text)
         if match is None:
             return ParsedJson(False, error="no fenced code block (```json ... ```) in the text")
-        return _parse_strict(match.group(2))
+        return _parse_strict(match.group(2) or "")
     return _parse_first(text)

@@ -166,3 +166,37 @@ def test_reference_key() -> None:
 )
 def test_rule_short_forms(form: dict[str, Any]) -> None:
     assert FieldRule.model_validate(form) == FieldRule(match="number", rel_tol=0.1)
+
+
+# -- numbers of any size ----------------------------------------------------------------------
+
+BIG = "9" * 5_000  # past Python's 4300-digit limit on int("...")
+HUGE = "9" * 100_000
+LONG_DECIMAL = "0." + "3" * 5_000
+
+
+@pytest.mark.parametrize(
+    ("number", "expected", "rule", "value", "why"),
+    [
+        (BIG, 5, "number", 0.0, "!= 5 (beyond float range: compared exactly)"),
+        (HUGE, 5, "number", 0.0, "1.00000000000e+100000 != 5 (beyond float range"),
+        ("1e400", 5, "number", 0.0, "1e+400 != 5 (beyond float range"),
+        ("-1e400", "-1e400", "number", 1.0, None),  # a numeric string reference, same number
+        (BIG, 10**5000 - 1, "number", 1.0, None),  # equal, to the last digit
+        (BIG, 10**5000, "number", 0.0, "beyond float range"),
+        (BIG, 10**5000, {"number": {"rel_tol": 1e-9}}, 1.0, None),  # tolerances still apply
+        (LONG_DECIMAL, 1 / 3, "number", 1.0, None),  # a float, as before
+        (BIG, 10**5000 - 1, "exact", 1.0, None),
+        (BIG, 5, "exact", 0.0, "!= 5"),
+        ("[1e400, 1]", [1, 2], "set_f1", 0.5, "invented ['1E+400']"),
+        (BIG, "x", "text", 0.0, "!= 'x'"),
+    ],
+    # str() of a 5000-digit int raises, so pytest cannot name those cases itself
+    ids=lambda case: "big-int" if isinstance(case, int) and case > 10**300 else None,
+)
+def test_numbers_of_any_size_get_a_verdict(
+    number: str, expected: Any, rule: Any, value: float, why: str | None
+) -> None:
+    s = score(f'{{"n": {number}}}', {"n": expected}, fields={"n": rule})
+    assert s.failure is None and s.value == pytest.approx(value)
+    assert why is None or (s.reason is not None and why in s.reason), s.reason

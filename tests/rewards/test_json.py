@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
 import referee
@@ -81,3 +83,64 @@ def test_validator_is_compiled_once_per_schema() -> None:
 
 def test_parse_cache_returns_same_result() -> None:
     assert parse_json('{"x": 1}') is parse_json('{"x": 1}')
+
+
+# -- numbers of any size ----------------------------------------------------------------------
+
+BIG = "9" * 5_000  # past Python's 4300-digit limit on int("...")
+HUGE = "9" * 100_000
+LONG_DECIMAL = "0." + "3" * 5_000
+
+
+@pytest.mark.parametrize(
+    "number",
+    [BIG, HUGE, "-" + BIG, "1e400", "-1e400", "1e-400", LONG_DECIMAL, BIG + ".5"],
+    ids=["5k digits", "100k digits", "negative", "1e400", "-1e400", "1e-400", "long", "big.5"],
+)
+def test_json_valid_whatever_its_numbers(number: str) -> None:
+    for text in (f'{{"n": {number}}}', f"[1, {number}, 2]"):
+        s = referee.score(JsonValid(), [make(text)])[0]
+        assert s.failure is None and s.value == 1.0, s
+
+
+@pytest.mark.parametrize(
+    ("schema", "number", "value", "why"),
+    [
+        ({"type": "integer"}, BIG, 1.0, "matches"),
+        ({"type": "integer"}, HUGE, 1.0, "matches"),
+        ({"type": "integer"}, "1e400", 1.0, "matches"),  # integral, as 1.0 is
+        ({"type": "integer"}, LONG_DECIMAL, 0.0, "is not of type 'integer'"),
+        ({"type": "integer", "maximum": 10}, BIG, 0.0, "is greater than the maximum of 10"),
+        ({"type": "integer", "maximum": 10}, HUGE, 0.0, "is greater than the maximum of 10"),
+        ({"type": "number", "minimum": 0}, "-1e400", 0.0, "is less than the minimum of 0"),
+        ({"type": "number", "maximum": 1e308}, "1e400", 0.0, "is greater than the maximum"),
+        ({"type": "number", "maximum": 1}, LONG_DECIMAL, 1.0, "matches"),
+        ({"multipleOf": 3}, BIG, 1.0, "matches"),  # 10**5000 - 1, exactly
+        ({"multipleOf": 7}, BIG, 0.0, "is not a multiple of 7"),
+        ({"multipleOf": 0.5}, "1e400", 1.0, "matches"),
+        ({"multipleOf": 0.3}, "1e999999999", 0.0, "is not a multiple of 0.3"),  # no 10**1e9
+        ({"type": "string"}, BIG, 0.0, "is not of type 'string'"),
+        ({"enum": [1, 2]}, "1e400", 0.0, "is not one of [1, 2]"),
+    ],
+)
+def test_json_schema_whatever_its_numbers(
+    schema: dict[str, object], number: str, value: float, why: str
+) -> None:
+    full = {"type": "object", "properties": {"n": schema}}
+    s = referee.score(JsonSchema(schema=full), [make(f'{{"n": {number}}}')])[0]
+    assert s.failure is None and s.value == value and s.reason is not None and why in s.reason
+
+
+def test_parse_keeps_exact_numbers_and_says_so() -> None:
+    parsed = parse_json(f'{{"big": {BIG}, "far": 1e400, "small": 2, "x": 1.5}}')
+    assert parsed.ok and parsed.exact_numbers
+    assert parsed.value == {"big": Decimal(BIG), "far": Decimal("1e400"), "small": 2, "x": 1.5}
+    assert type(parsed.value["small"]) is int
+    plain = parse_json('{"small": 2, "x": 1.5, "long": ' + LONG_DECIMAL + "}")
+    assert plain.ok and not plain.exact_numbers  # a long decimal is a float, as before
+
+
+def test_a_hostile_schema_pattern_times_out_as_a_failure() -> None:
+    schema = {"type": "string", "pattern": r"^(a|a)+\1b"}  # needs backtracking
+    s = referee.score(JsonSchema(schema=schema), [make('"' + "a" * 40 + '!"')])[0]
+    assert s.failure is not None and s.failure.type == "timeout"

@@ -100,3 +100,16 @@ def test_an_outer_alarm_survives() -> None:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
+
+def test_catastrophic_pattern_answers_at_once() -> None:
+    reward = MathAnswer(pattern=r"(a+)+b")
+    [s] = referee.score(reward, [make("a" * 34 + "!", "3")])
+    assert s.failure is None and s.value == 0.0
+
+
+def test_backtracking_pattern_times_out_within_the_reward_timeout() -> None:
+    reward = MathAnswer(pattern=r"^(a|a)+\1b", timeout=0.5)
+    [s] = referee.score(reward, [make("a" * 40 + "!", "3")])
+    assert s.failure is not None and s.failure.type == "timeout"
+    assert "0.5s limit" in s.failure.message

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -100,3 +101,70 @@ def test_format_custom_pattern() -> None:
 def test_format_needs_exactly_one_of_preset_or_pattern(options: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="exactly one"):
         Format(**options)
+
+
+# -- hostile patterns and texts: a value or a Failure, never a hang ---------------------------
+
+REDOS = "a" * 34 + "!"  # exponential for a backtracking engine on ^(a+)+$
+FALLBACK_REDOS = r"^(a|a)+\1b"  # needs a backreference, so it runs time-limited
+
+
+def _score_within(reward: referee.Reward, completion: str, reference: Any = None) -> Any:
+    """Score in a thread with a generous guard, so that a regression fails instead of hanging."""
+    out: list[Any] = []
+    thread = threading.Thread(
+        target=lambda: out.extend(referee.score(reward, [make(completion, reference)])),
+        daemon=True,
+    )
+    thread.start()
+    thread.join(timeout=30)
+    assert not thread.is_alive(), "scoring hung"
+    return out[0]
+
+
+@pytest.mark.parametrize(
+    "reward",
+    [
+        Regex(regex=r"^(a+)+$"),
+        Regex(regex=r"^(a+)+$", mode="fullmatch"),
+        Format(pattern=r"(a+)+$"),
+        ExactMatch(pattern=r"^(a+)+$"),
+        Contains(pattern=r"(a+)+b", value="a"),
+    ],
+    ids=["regex", "regex-fullmatch", "format", "exact_match", "contains"],
+)
+def test_catastrophic_patterns_answer_at_once(reward: referee.Reward) -> None:
+    s = _score_within(reward, REDOS, "a")
+    assert s.failure is None and s.value == 0.0
+
+
+@pytest.mark.parametrize(
+    "reward",
+    [
+        Regex(regex=FALLBACK_REDOS),
+        Format(pattern=FALLBACK_REDOS),
+        ExactMatch(pattern=FALLBACK_REDOS),
+    ],
+    ids=["regex", "format", "exact_match"],
+)
+def test_backtracking_pattern_times_out_as_a_failure(reward: referee.Reward) -> None:
+    s = _score_within(reward, "a" * 40 + "!", "a")
+    assert s.value is None and s.failure is not None and s.failure.type == "timeout"
+    assert "stopped after" in s.failure.message and "backreference" in s.failure.message
+
+
+def test_backtracking_pattern_still_matches_ordinary_text() -> None:
+    reward = Regex(regex=r"(\w)\1")  # a doubled letter
+    assert referee.score(reward, [make("book"), make("bok")])[0].value == 1.0
+    assert referee.score(reward, [make("bok")])[0].value == 0.0
+
+
+def test_answer_tag_on_many_unclosed_tags_is_linear() -> None:
+    # With `re`, 40,000 unclosed tags took a minute; RE2 reads them once.
+    s = _score_within(ExactMatch(extract="answer_tag"), "<answer>" * 200_000, "1")
+    assert s.value == 0.0 and s.reason == "no answer found"
+
+
+def test_invalid_pattern_is_refused_at_construction() -> None:
+    with pytest.raises(ValueError, match=r"invalid regular expression '\(a'"):
+        Regex(regex="(a")
