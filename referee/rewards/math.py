@@ -38,6 +38,18 @@ class MathAnswer(CheckReward):
         reference_key: Take the answer from this key of an object reference.
         no_answer: A completion with no answer to parse scores ``zero``, or is a Failure
             (``fail``) so that a ``cascade`` can hand it to a judge.
+        whole_reference: Read a bare reference written in LaTeX (``3\\sqrt{5}``, ``2\\pi``,
+            ``\\{1, 2\\}``) or an interval (``[0, 1)``) whole, as one LaTeX expression.
+            math-verify's targets would read one number out of it (``3``), so ``\\boxed{3}``
+            would match ``3\\sqrt{5}``; this rule wins over `answer`'s targets.
+        reference_fallback: Where `answer`'s targets find nothing in the reference (``latex``
+            and ``boxed`` read only delimited LaTeX), read it as LaTeX or an expression.
+            math-verify would fail every completion; with this off, such a reference is a
+            Failure (``not_applicable``).
+
+    The reference is read with the extraction targets `answer` names, as the completion is
+    (math-verify's harness reads gold and prediction alike): with ``latex_or_expr`` or
+    ``expr``, a plain reference ``1,22`` is the decimal 1.22, as a completion ``1,22`` is.
     """
 
     answer: AnswerKind = "latex_or_expr"
@@ -47,6 +59,8 @@ class MathAnswer(CheckReward):
     strict: bool = True
     reference_key: str | None = None
     no_answer: Literal["zero", "fail"] = "zero"
+    whole_reference: bool = True
+    reference_fallback: bool = True
     name: str = "math_answer"
     _pattern: Pattern | None = field(init=False, repr=False, compare=False, default=None)
 
@@ -76,6 +90,8 @@ class MathAnswer(CheckReward):
                 timeout=self.timeout,
                 float_rounding=self.float_rounding,
                 strict=self.strict,
+                whole=self.whole_reference,
+                fallback=self.reference_fallback,
             )
         except ValueError as exc:
             raise NotApplicable(str(exc)) from None

@@ -20,6 +20,7 @@ import concurrent.futures
 import functools
 import multiprocessing
 import os
+import re
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -162,18 +163,49 @@ def _configs(kind: AnswerKind) -> tuple[Any, ...]:
     return (LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig())
 
 
+# A bare reference that is one expression as a whole: LaTeX markup (``3\sqrt{5}``, ``2\pi``,
+# ``\{1, 2\}``), or an interval or tuple (``[0, 1)``, ``(1, 2)``).
+_LATEX_MARKUP = re.compile(r"[\\^_{}]")
+_INTERVAL = re.compile(r"\s*[\[(][^\[\]()]*,[^\[\]()]*[\])]\s*")
+
+
+def _is_whole(reference: str) -> bool:
+    """Whether a bare reference is one expression that extraction targets would cut up."""
+    return bool(_LATEX_MARKUP.search(reference) or _INTERVAL.fullmatch(reference))
+
+
 @functools.lru_cache(maxsize=4096)
-def _parse_gold(reference: str) -> tuple[Any, ...]:
-    """The reference answer, parsed once per distinct reference (sympy objects are immutable)."""
+def _parse_gold(reference: str, kind: AnswerKind, whole: bool, fallback: bool) -> tuple[Any, ...]:
+    r"""The reference answer, parsed once per distinct (reference, options): sympy objects are
+    immutable.
+
+    The reference is read with the extraction targets `kind` names, as the completion is
+    (math-verify's harness reads gold and prediction alike), so ``1,22`` is the decimal
+    1.22 on both sides. Two documented departures, each an option of `math_answer`:
+
+    - `whole`: a bare reference written in LaTeX (``3\sqrt{5}``, ``2\pi``, ``\{1, 2\}``) or
+      an interval (``[0, 1)``) is read whole, as one LaTeX expression; math-verify's targets
+      would read one number out of it (``3``, ``2``), so ``\boxed{3}`` would match
+      ``3\sqrt{5}``. This rule wins over the targets; plain-text references (``1,22``,
+      ``1,000``, ``50%``) are read with the targets either way.
+    - `fallback`: where the targets find nothing in the reference (``latex`` and ``boxed``
+      read only delimited LaTeX, and a reference is seldom written that way), it is read as
+      LaTeX or an expression instead; math-verify would fail every completion against it.
+    """
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
 
     _quiet_math_verify()
-    configs = (LatexExtractionConfig(), ExprExtractionConfig())
-    # A bare reference ("\\{2, 1\\}", "0.5") is one expression: read it whole as LaTeX first,
-    # so plain-expression extraction does not pick out a single number from inside it.
     delimited = "$" in reference or "\\boxed" in reference
-    candidates = (reference,) if delimited else (f"${reference}$", reference)
-    for text in candidates:
+    if whole and not delimited and _is_whole(reference):
+        whole = parse(f"${reference}$", extraction_config=(LatexExtractionConfig(),),
+                      parsing_timeout=None)  # fmt: skip
+        if whole:
+            return tuple(whole)
+    parsed = parse(reference, extraction_config=_configs(kind), parsing_timeout=None)
+    if parsed or not fallback:
+        return tuple(parsed)
+    configs = (LatexExtractionConfig(), ExprExtractionConfig())
+    for text in (reference,) if delimited else (f"${reference}$", reference):
         parsed = parse(text, extraction_config=configs, parsing_timeout=None)
         if parsed:
             return tuple(parsed)
@@ -181,12 +213,18 @@ def _parse_gold(reference: str) -> tuple[Any, ...]:
 
 
 def _verify(
-    reference: str, completion: str, kind: AnswerKind, float_rounding: int, strict: bool
+    reference: str,
+    completion: str,
+    kind: AnswerKind,
+    float_rounding: int,
+    strict: bool,
+    whole: bool = True,
+    fallback: bool = True,
 ) -> MathVerdict:
     from math_verify import parse, verify
 
     _quiet_math_verify()
-    gold = _parse_gold(reference)
+    gold = _parse_gold(reference, kind, whole, fallback)
     if not gold:
         raise ValueError(f"reference {reference[:80]!r} could not be parsed as a math answer")
     answer = parse(completion, extraction_config=_configs(kind), parsing_timeout=None)
@@ -206,8 +244,13 @@ def verify_math(
     timeout: float = 5.0,
     float_rounding: int = 6,
     strict: bool = True,
+    whole: bool = True,
+    fallback: bool = True,
 ) -> MathVerdict:
     """Is the final answer in `completion` equivalent to `reference`? (math-verify)
+
+    Both are read with the extraction targets `kind` names; `whole` and `fallback` are
+    referee's two departures from math-verify in reading the reference (see `_parse_gold`).
 
     Raises:
         VerifierTimeout: Parsing or comparison ran past `timeout` seconds.
@@ -215,4 +258,6 @@ def verify_math(
     """
     if _in_main_thread():
         _prepare()  # workers run it as their initializer
-    return call_with_deadline(_verify, timeout, reference, completion, kind, float_rounding, strict)
+    return call_with_deadline(
+        _verify, timeout, reference, completion, kind, float_rounding, strict, whole, fallback
+    )
