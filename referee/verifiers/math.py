@@ -197,10 +197,10 @@ def _parse_gold(reference: str, kind: AnswerKind, whole: bool, fallback: bool) -
     _quiet_math_verify()
     delimited = "$" in reference or "\\boxed" in reference
     if whole and not delimited and _is_whole(reference):
-        whole = parse(f"${reference}$", extraction_config=(LatexExtractionConfig(),),
-                      parsing_timeout=None)  # fmt: skip
-        if whole:
-            return tuple(whole)
+        one = parse(f"${reference}$", extraction_config=(LatexExtractionConfig(),),
+                    parsing_timeout=None)  # fmt: skip
+        if one:
+            return tuple(one)
     parsed = parse(reference, extraction_config=_configs(kind), parsing_timeout=None)
     if parsed or not fallback:
         return tuple(parsed)
