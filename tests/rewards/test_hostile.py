@@ -1,25 +1,49 @@
-"""Hostile completions never crash a built-in reward: each gives a value or a Failure."""
+"""Hostile completions never crash or stall a built-in reward: each gives a value or a Failure.
+
+The battery walks every registered built-in type (`tests.test_pickle.OPTIONS` must name each,
+which a test there enforces), so a new type is covered by adding its options there.
+"""
 
 from __future__ import annotations
+
+import threading
 
 import pytest
 
 import referee
+from referee import Score
 from tests.conftest import make
 from tests.test_pickle import OPTIONS
 
 HOSTILE = {
-    "10 MB of words": "lorem ipsum dolor " * 600_000,
+    "20 MB of words": "lorem ipsum dolor " * 1_200_000,
     "10 MB without spaces": "x" * 10_000_000,
-    "JSON nested 100,000 deep": "[" * 100_000 + "]" * 100_000,
+    "JSON nested 200,000 deep": "[" * 200_000 + "]" * 200_000,
     "object nested 100,000 deep": '{"a":' * 100_000 + "1" + "}" * 100_000,
+    "brackets 200,000 deep, unclosed": "(" * 200_000,
     "NaN and Infinity": '{"a": NaN, "b": Infinity, "c": -Infinity}',
     "duplicate keys": '{"a": 1, "a": 2}',
+    "a 5,000-digit integer": '{"a": ' + "9" * 5_000 + ', "b": [1, 2]}',
+    "a 100,000-digit integer": '{"a": ' + "7" * 100_000 + "}",
+    "a number past float range": '{"a": 1e400, "b": [1e-400]}',
+    "a 5,000-digit decimal": '{"a": 0.' + "3" * 5_000 + "}",
+    "a huge boxed number": "\\boxed{" + "9" * 50_000 + "}",
+    "a huge power": "\\boxed{9^{9^{9^{9}}}}",
     "lone surrogates (undecodable bytes)": "answer \udcff\udcfe \\boxed{1}",
     "NUL and control characters": "\x00\x01\x1b[31m{}\x7f",
+    "zero-width and right-to-left": "\u200b\u200d\u2066{\u202e\"a\": 1\u202c}\ufeff \\boxed{\u200b1}",
     "empty": "",
     "unbalanced boxed": "\\boxed{" * 10_000,
     "many braces": "{" * 200_000,
+    # ReDoS bait for the patterns the built-ins use (answer tags, fences, `Answer: (\w+)`,
+    # think/answer shapes, numbers) and for the classic nested-quantifier pattern.
+    "ReDoS: a run with no end": "a" * 50_000 + "!",
+    "ReDoS: unclosed answer tags": "<answer>" * 40_000,
+    "ReDoS: unclosed think tags": "<think>" * 40_000 + "<answer>",
+    "ReDoS: unclosed fences": "```python\n" * 40_000,
+    "ReDoS: almost an answer line": "Answer: " * 40_000 + "!",
+    "ReDoS: digits and dots": "1." * 100_000 + "x",
+    "ReDoS: whitespace runs": " \t" * 200_000 + "x",
 }
 REFERENCE = {"a": 1, "b": [1, 2]}
 # Every built-in with its test options, plus variants that send the whole completion to the
@@ -28,19 +52,47 @@ CASES = [(kind, OPTIONS[kind]) for kind in sorted(OPTIONS)] + [
     ("math_answer", {}),
     ("exact_match", {"extract": "boxed"}),
     ("exact_match", {"extract": "last_number"}),
+    ("exact_match", {"extract": "answer_tag"}),
+    ("regex", {"regex": r"^(a+)+$"}),  # the catastrophic pattern itself, from a spec
+    ("format", {"pattern": r"(\s*\w+\s*)+!$"}),
     ("field_match", {}),
+    ("json_valid", {"extract": "fenced"}),
 ]
+# Hang guard: far above any reward's deadline plus a second, so a stall fails the test instead
+# of the suite. It is not a timing assertion: a loaded machine is slow, not wrong.
+GUARD = 120.0
+
+
+def score_guarded(reward: referee.Reward, completion: str, reference: object) -> Score:
+    """One rollout scored in a thread of its own; fails the test if it never returns."""
+    result: list[Score] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.extend(referee.score(reward, [make(completion, reference)]))
+        except BaseException as exc:  # re-raised below, in the test's thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(GUARD)
+    assert not thread.is_alive(), f"{reward.name} did not return within {GUARD:g}s"
+    if errors:
+        raise errors[0]
+    [score] = result
+    return score
 
 
 @pytest.mark.parametrize(("kind", "options"), CASES, ids=[f"{k}{o}" for k, o in CASES])
 @pytest.mark.parametrize("label", sorted(HOSTILE))
-def test_never_crashes(kind: str, options: dict[str, object], label: str) -> None:
+def test_never_crashes_or_stalls(kind: str, options: dict[str, object], label: str) -> None:
     options = dict(options)
     if kind == "math_answer":
         options["timeout"] = 2.0  # a pathological input may time out: that is a Failure
     reward = referee.load({"type": kind, **options})
     reference = "1" if kind in {"math_answer", "exact_match", "contains"} else REFERENCE
-    [score] = referee.score(reward, [make(HOSTILE[label], reference)])
+    score = score_guarded(reward, HOSTILE[label], reference)
     assert (score.value is None) == (score.failure is not None)
     if score.failure is not None:
         # "judge": the test judge's server is unreachable on purpose (see test_pickle.OPTIONS)
