@@ -1,95 +1,272 @@
-"""The judge client's overhead, cache speed, and calls on re-scoring, against a loopback server.
+"""The judge client's throughput against its peers, cache speed, and calls on re-scoring.
 
-1. Throughput at concurrency 64 against a scripted OpenAI-compatible server answering after
-   50 ms: referee's JudgeClient (no cache) against a bare ``litellm.acompletion`` loop at the
-   same concurrency, the same requests, in the same run. Target: at least 0.9x.
-2. Cache-hit throughput: the same verdicts asked again, answered from the SQLite cache.
-   Target: at least 20,000 verdicts/s.
-3. HTTP calls when an already scored set is scored again. Target: 0.
+A scripted OpenAI-compatible server runs in a process of its own (in-process, it would share
+the client's GIL and hide the client's cost) and answers every call after 50 ms. In one run:
 
-Usage: python benchmarks/bench_judge.py [--calls 1000]   (needs: pip install "referee[judges]")
+1. Throughput at concurrency 64 and 256 (``--concurrency``), the same rubric-judge messages
+   for every client: a bare ``litellm.acompletion`` loop, the ``openai`` SDK
+   (``AsyncOpenAI``), a bare aiohttp loop, and referee's JudgeClient without a cache (on its
+   own HTTP transport, and on litellm). Each as calls/s, as a share of the physical limit
+   (concurrency / latency) and as a multiple of bare litellm. Targets at 64: referee at least
+   0.8x the limit and at least 4x bare litellm.
+2. Cache hits: the same verdicts asked again, in this process (the memory front) and from a
+   fresh process (SQLite, every verdict parsed). Target: at least 50,000 verdicts/s.
+3. HTTP calls the server saw while a scored set was scored again. Target: 0.
+
+Every measurement starts from a collected heap (``--freeze``: collected and frozen; see
+`settle`), the same for every client; the best of ``--repeat`` runs is kept. The machine's
+load average is printed: on a small shared machine, the figures move with it.
+
+Usage: python benchmarks/bench_judge.py [--calls 2000] [--concurrency 64 256]
+(needs ``pip install "referee[judges]"``; the openai SDK comes with litellm)
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
+import json
+import logging
 import os
+import subprocess
+import sys
 import tempfile
 import time
+import urllib.request
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from pydantic import BaseModel
 
+import referee
 from referee.judges import JudgeClient
-from referee.judges.testing import FakeJudgeServer, Reply
+from referee.judges.transport import Transport
+from referee.rewards import RubricJudge
 
 MODEL = "openai/gpt-4.1-mini"
-CONCURRENCY = 64
+LATENCY = 0.05
 
 
 class Grade(BaseModel):
     score: int
+    reason: str = ""
 
 
-def messages(i: int) -> list[dict[str, str]]:
-    return [{"role": "user", "content": f"Grade answer number {i}: 42"}]
+_JUDGE = RubricJudge(rubric="helpfulness", client=JudgeClient(model=MODEL))
+_ANSWER = "Collisions go to a bucket's chain, or to the next free slot. " * 8
 
 
-async def bare(url: str, calls: int) -> float:
+def messages(i: int) -> list[dict[str, Any]]:
+    """What a rubric judge sends for rollout `i` (about 2 kB)."""
+    prompt = "Explain how a hash map handles collisions, briefly."
+    return _JUDGE.messages(referee.Rollout(prompt=prompt, completion=f"Answer {i}: {_ANSWER}"))
+
+
+Call = Callable[[int, list[dict[str, Any]]], Awaitable[None]]
+Close = Callable[[], Awaitable[None]]
+Peer = Callable[[str, int], Awaitable[tuple[Call, Close]]]
+"""A client under test: given the server's URL and the concurrency, how to make one call."""
+
+
+FREEZE = False
+
+
+def settle() -> None:
+    """Collect before a measurement; with ``--freeze``, also freeze what survives (as some
+    long-running servers do after their imports), so full collections of the import heap
+    (400,000 objects once litellm is imported, about 0.2 s each here) stay out of it. Without
+    it, a client that allocates more triggers more of them, as it would in a trainer."""
+    gc.collect()
+    if FREEZE:
+        gc.freeze()
+
+
+async def timed(peer: Peer, url: str, calls: int, concurrency: int) -> float:
+    """Seconds for `calls` calls at `concurrency` by `peer` (its setup not counted)."""
+    one, close = await peer(url, concurrency)
+    semaphore = asyncio.Semaphore(concurrency)
+    bodies = [messages(i) for i in range(calls)]
+
+    async def bounded(i: int) -> None:
+        async with semaphore:
+            await one(i, bodies[i])
+
+    settle()
+    start = time.perf_counter()
+    await asyncio.gather(*(bounded(i) for i in range(calls)))
+    elapsed = time.perf_counter() - start
+    await close()
+    return elapsed
+
+
+async def nothing() -> None:
+    return None
+
+
+async def bare_litellm(url: str, concurrency: int) -> tuple[Call, Close]:
     import litellm
 
-    semaphore = asyncio.Semaphore(CONCURRENCY)
+    litellm.suppress_debug_info = True
 
-    async def one(i: int) -> None:
-        async with semaphore:
-            r = await litellm.acompletion(
-                model=MODEL, api_base=url, api_key="x", messages=messages(i),
-                temperature=0.0, max_tokens=1024, timeout=30, max_retries=0,
-            )  # fmt: skip
-            Grade.model_validate_json(r.choices[0].message.content)
+    async def one(i: int, body: list[dict[str, Any]]) -> None:
+        r = await litellm.acompletion(
+            model=MODEL, api_base=url, api_key="x", messages=body,
+            temperature=0.0, max_tokens=1024, timeout=60, max_retries=0,
+        )  # fmt: skip
+        Grade.model_validate_json(r.choices[0].message.content)
 
+    return one, nothing
+
+
+async def openai_sdk(url: str, concurrency: int) -> tuple[Call, Close]:
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(base_url=url, api_key="x", max_retries=0, timeout=60)
+
+    async def one(i: int, body: list[dict[str, Any]]) -> None:
+        r = await client.chat.completions.create(
+            model="gpt-4.1-mini", messages=body, temperature=0.0, max_tokens=1024,  # type: ignore[arg-type]
+        )  # fmt: skip
+        Grade.model_validate_json(r.choices[0].message.content or "")
+
+    return one, client.close
+
+
+async def bare_aiohttp(url: str, concurrency: int) -> tuple[Call, Close]:
+    import aiohttp
+
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+
+    async def one(i: int, body: list[dict[str, Any]]) -> None:
+        payload = {"model": "gpt-4.1-mini", "messages": body, "temperature": 0.0,
+                   "max_tokens": 1024}  # fmt: skip
+        async with session.post(f"{url}/chat/completions", json=payload,
+                                headers={"Authorization": "Bearer x"}) as r:  # fmt: skip
+            data = json.loads(await r.read())
+        Grade.model_validate_json(data["choices"][0]["message"]["content"])
+
+    return one, session.close
+
+
+def referee_client(transport: Transport = "auto", cache_path: str | None = None) -> Peer:
+    async def peer(url: str, concurrency: int) -> tuple[Call, Close]:
+        client = JudgeClient(
+            model=MODEL, api_base=url, structured="prompt", max_in_flight=concurrency,
+            transport=transport, cache=cache_path is not None, cache_path=cache_path,
+        )  # fmt: skip
+
+        async def one(i: int, body: list[dict[str, Any]]) -> None:
+            await client.judge(body, Grade)
+
+        return one, nothing
+
+    return peer
+
+
+def start_server() -> tuple[subprocess.Popen[str], str]:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "referee.judges.testing", "--delay", str(LATENCY)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert server.stdout is not None
+    return server, server.stdout.readline().strip()
+
+
+def requests_seen(url: str) -> int:
+    with urllib.request.urlopen(f"{url}/requests", timeout=10) as answer:
+        return int(json.loads(answer.read())["count"])
+
+
+async def hits(cache_path: str, url: str, calls: int) -> float:
+    """Seconds to ask `calls` cached verdicts again (all at once, as a scored log does)."""
+    client = JudgeClient(model=MODEL, api_base=url, cache_path=cache_path, structured="prompt")
+    bodies = [messages(i) for i in range(calls)]
+    settle()
     start = time.perf_counter()
-    await asyncio.gather(*(one(i) for i in range(calls)))
-    return time.perf_counter() - start
+    verdicts = await asyncio.gather(*(client.judge(b, Grade) for b in bodies))
+    elapsed = time.perf_counter() - start
+    if not all(v.cached for v in verdicts):
+        raise SystemExit("a verdict was not cached")
+    return elapsed
 
 
-async def with_client(client: JudgeClient, calls: int, offset: int = 0) -> float:
-    start = time.perf_counter()
-    await asyncio.gather(*(client.judge(messages(offset + i), Grade) for i in range(calls)))
-    return time.perf_counter() - start
+PEERS: dict[str, Peer] = {
+    "bare litellm.acompletion": bare_litellm,
+    "openai SDK (AsyncOpenAI)": openai_sdk,
+    "bare aiohttp loop": bare_aiohttp,
+    "referee JudgeClient (http)": referee_client(),
+    "referee JudgeClient (litellm)": referee_client("litellm"),
+}
+
+
+def throughput(url: str, calls: int, concurrency: int, repeat: int, only: str) -> None:
+    limit = concurrency / LATENCY
+    rates: dict[str, float] = {}
+    for name, peer in PEERS.items():
+        if only not in name and name != "bare litellm.acompletion":
+            continue
+        asyncio.run(timed(peer, url, min(calls, 4 * concurrency), concurrency))  # warm: imports
+        best = min(asyncio.run(timed(peer, url, calls, concurrency)) for _ in range(repeat))
+        rates[name] = calls / best
+    litellm_rate = rates["bare litellm.acompletion"]
+    print(f"\n{calls} calls at concurrency {concurrency}, {LATENCY * 1000:.0f} ms latency "
+          f"(physical limit {limit:,.0f} calls/s)")  # fmt: skip
+    for name, rate in rates.items():
+        print(f"  {name:31} {rate:7,.0f} calls/s  {rate / limit:5.2f}x limit  "
+              f"{rate / litellm_rate:5.1f}x litellm")  # fmt: skip
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--calls", type=int, default=1000)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[64, 256])
+    parser.add_argument("--repeat", type=int, default=2, help="runs per client; best is kept")
+    parser.add_argument("--only", default="", help="only the clients whose name has this")
+    parser.add_argument("--freeze", action="store_true", help="gc.freeze() before each run")
+    parser.add_argument("--hits-from", help=argparse.SUPPRESS)  # the fresh-process half of 2
     args = parser.parse_args()
-    with FakeJudgeServer(lambda r: Reply('{"score": 7}', delay=0.05)) as server:
-        plain = JudgeClient(model=MODEL, api_base=server.url, cache=False,
-                            concurrency=CONCURRENCY, structured="prompt")  # fmt: skip
-        asyncio.run(bare(server.url, 64))  # warm both paths (imports, connections)
-        asyncio.run(with_client(plain, 64))
-        t_bare = t_ref = float("inf")
-        for _ in range(2):  # alternating, best of each
-            t_bare = min(t_bare, asyncio.run(bare(server.url, args.calls)))
-            t_ref = min(t_ref, asyncio.run(with_client(plain, args.calls)))
-        print(f"judge throughput, {args.calls} calls at concurrency {CONCURRENCY}, 50 ms latency")
-        print(f"  bare litellm.acompletion loop: {args.calls / t_bare:,.0f} calls/s")
-        print(f"  referee JudgeClient:           {args.calls / t_ref:,.0f} calls/s")
-        print(f"  ratio referee/bare: {t_bare / t_ref:.2f}x (target >= 0.9x)")
+    global FREEZE
+    FREEZE = args.freeze
+    if args.hits_from:
+        cache_path, url = args.hits_from.split("|")
+        print(args.calls / asyncio.run(hits(cache_path, url, args.calls)))
+        return
+    import litellm  # before the runs: it configures its logger on import
 
+    litellm.suppress_debug_info = True
+    logging.getLogger("LiteLLM").setLevel(logging.ERROR)  # its per-loop logging-worker notes
+    server, url = start_server()
+    try:
+        print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; "
+              f"heap {'frozen' if FREEZE else 'collected'} before each run")  # fmt: skip
+        for concurrency in args.concurrency:
+            throughput(url, args.calls, concurrency, args.repeat, args.only)
         with tempfile.TemporaryDirectory() as tmp:
-            cached = JudgeClient(model=MODEL, api_base=server.url, max_in_flight=CONCURRENCY,
-                                 cache_path=f"{tmp}/cache.sqlite", structured="prompt")  # fmt: skip
-            asyncio.run(with_client(cached, args.calls, offset=10**6))  # the first scoring
-            before = len(server.requests)
-            t_hits = min(
-                asyncio.run(with_client(cached, args.calls, offset=10**6)) for _ in range(3)
-            )
-            calls_again = len(server.requests) - before
-        print(f"cache hits: {args.calls / t_hits:,.0f} verdicts/s (target >= 20,000/s)")
-        print(f"HTTP calls when the scored set is scored again: {calls_again} (target 0)")
+            cache_path = f"{tmp}/cache.sqlite"
+            # the first scoring, through the server
+            asyncio.run(timed(referee_client(cache_path=cache_path), url, args.calls, 256))
+            before = requests_seen(url)
+            warm = min(asyncio.run(hits(cache_path, url, args.calls)) for _ in range(3))
+            fresh = [
+                float(subprocess.run(
+                    [sys.executable, __file__, "--calls", str(args.calls),
+                     "--hits-from", f"{cache_path}|{url}", *(["--freeze"] if FREEZE else [])],
+                    check=True, capture_output=True, text=True,
+                ).stdout)
+                for _ in range(3)
+            ]  # fmt: skip
+            again = requests_seen(url) - before
+        print(f"\ncache hits, {args.calls} verdicts (target >= 50,000/s)")
+        print(f"  same process (memory front):   {args.calls / warm:9,.0f} verdicts/s")
+        print(f"  fresh process (SQLite, parsed): {max(fresh):9,.0f} verdicts/s")
+        print(f"HTTP calls while the scored set was scored again: {again} (target 0)")
+        print(f"load average after: {os.getloadavg()[0]:.2f}")
+    finally:
+        server.terminate()
+        server.wait(10)
 
 
 if __name__ == "__main__":

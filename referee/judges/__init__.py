@@ -1,5 +1,7 @@
-"""LLM judges: the client every judge call goes through (`client`), its cache, the process-wide
-limits it shares (`limits`), what a judge is shown (`prompts`), what every judge reward holds
+"""LLM judges: the client every judge call goes through (`client`), how its calls travel
+(`transport`: referee's own HTTP transport for OpenAI-compatible servers, `via_litellm` for
+every other provider), its cache, the process-wide limits it shares (`limits`), scores from
+logprobs (`logprobs`), what a judge is shown (`prompts`), what every judge reward holds
 (`options`), rubrics, and a scripted fake server for tests (`referee.judges.testing`). Needs
 ``pip install "referee[judges]"``."""
 

@@ -1,14 +1,19 @@
-"""The judge client: every model call of referee goes through here, and through litellm.
+"""The judge client: every model call of referee goes through here.
 
 A call asks for a verdict shaped by a pydantic model. The client:
 
-- asks for JSON-schema output where the provider supports it, else extracts JSON tolerantly;
+- sends it over referee's own HTTP transport to OpenAI-compatible servers (OpenAI, vLLM,
+  SGLang, llama.cpp) and through litellm to every other provider (`referee.judges.transport`
+  says which, and how to choose);
+- asks for JSON-schema output where the model supports it, else extracts JSON tolerantly;
   an invalid reply gets exactly one repair attempt, then the call fails;
 - retries timeouts, 429 and 5xx with exponential backoff and jitter, honouring Retry-After;
 - limits calls in flight, requests and tokens per minute per model, shared by every judge of
   the process (`referee.judges.limits`);
 - records tokens and cost (litellm's bundled cost map, offline) and stops at a spend cap:
   further calls fail with ``Failure("budget")``, never a silent 0;
+- asks for logprobs when told to, and keeps the candidates at each value of the verdict
+  (`referee.judges.logprobs`);
 - caches verdicts persistently (`VerdictCache`), so scoring a log again makes no call.
 
 Failures raise `JudgeError` (``judge``), `JudgeTimeout` (``timeout``) or `BudgetExceeded`
@@ -19,17 +24,20 @@ Failures raise `JudgeError` (``judge``), `JudgeTimeout` (``timeout``) or `Budget
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import logging
 import os
 import random
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from referee.errors import BudgetExceeded, JudgeError, JudgeTimeout, MissingDependency
-from referee.judges.cache import cache_key, shared_cache
+from referee.errors import BudgetExceeded, JudgeError, JudgeTimeout
+from referee.judges.cache import VerdictCache, cache_key, shared_cache
 from referee.judges.limits import (
     RequestRate,
     TokenRate,
@@ -41,6 +49,10 @@ from referee.judges.limits import (
     spent,
     token_rate,
 )
+from referee.judges.logprobs import Candidates, candidates_at_values
+from referee.judges.transport import Completion, Request, Retry, Transport, route, send_http
+from referee.judges.via_litellm import load as load_litellm
+from referee.judges.via_litellm import price, send_litellm, supports_schema
 from referee.verifiers.jsontext import parse_json
 
 __all__ = [
@@ -55,28 +67,10 @@ __all__ = [
 
 T = TypeVar("T", bound=BaseModel)
 
+logger = logging.getLogger("referee.judges")
+
 _sleep = asyncio.sleep  # one place for tests to observe the waits (with _clock)
 _clock = time.monotonic
-
-
-# litellm prints "Give Feedback / Get Help" banners (and a provider list) to the console on every
-# failed call. A failed judge call is referee's to report, once, as a JudgeError and then a
-# Failure on the rollout's Score: a trainer's console is no place for a banner per rollout.
-@functools.cache
-def _import_litellm() -> Any:
-    # Offline: litellm would otherwise fetch its cost map from the internet at import.
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-
-    litellm.suppress_debug_info = True
-    return litellm
-
-
-def _litellm() -> Any:
-    try:
-        return _import_litellm()
-    except ImportError:
-        raise MissingDependency("litellm", "judges", "LLM judges") from None
 
 
 async def _wait(bucket: RequestRate | TokenRate) -> None:
@@ -90,7 +84,15 @@ async def _wait(bucket: RequestRate | TokenRate) -> None:
 
 @dataclass(frozen=True)
 class Verdict(Generic[T]):
-    """A judge's validated answer and what it cost."""
+    """A judge's validated answer and what it cost.
+
+    Treat `value` as read-only: a verdict read from the cache may be shared.
+
+    Attributes:
+        candidates: When logprobs were asked for and given: the candidate tokens at each
+            scalar value of the reply, by JSON Pointer (``/criteria/accuracy``); see
+            `referee.judges.logprobs`. None otherwise.
+    """
 
     value: T
     raw: str
@@ -99,18 +101,19 @@ class Verdict(Generic[T]):
     completion_tokens: int
     latency: float
     cached: bool
+    candidates: Mapping[str, Candidates] | None = None
 
 
 StructuredOutput = Literal["auto", "json_schema", "json_object", "prompt"]
 """``json_schema``: ask for schema-constrained JSON the OpenAI way. ``json_object``: the
 llama.cpp-server way (``{"type": "json_object", "schema": ...}``; its server rejects
 ``json_schema``). ``prompt``: rely on the instructions and extract JSON from the text.
-``auto``: json_schema where litellm says the model supports it, else prompt."""
+``auto``: json_schema where litellm's model table says the model supports it, else prompt."""
 
 
 @dataclass(kw_only=True)
 class JudgeClient:
-    """How to reach a judge model. Picklable: limits and caches live per process.
+    """How to reach a judge model. Picklable: sessions, limits and caches live per process.
 
     Attributes:
         model: A litellm model string (``openai/gpt-4.1-mini``, ``anthropic/...``,
@@ -130,6 +133,9 @@ class JudgeClient:
             with each response's real token count.
         cache: Keep verdicts in `cache_path` (default ``~/.cache/referee/judge.sqlite``).
         structured: How to get JSON out of the model (`StructuredOutput`).
+        transport: ``auto``: OpenAI-compatible models (``openai/...``, ``hosted_vllm/...``)
+            over referee's own HTTP transport, every other through litellm; ``http`` or
+            ``litellm`` to choose (`referee.judges.transport`).
     """
 
     # Validated like a reward's options when a spec gives them: an unknown one is an error.
@@ -151,11 +157,15 @@ class JudgeClient:
     cache: bool = True
     cache_path: str | None = None
     structured: StructuredOutput = "auto"
+    transport: Transport = "auto"
 
-    def _params(self) -> dict[str, Any]:
+    def _params(self, seed: int | None, top_logprobs: int | None) -> dict[str, Any]:
         params: dict[str, Any] = {"temperature": self.temperature, "max_tokens": self.max_tokens}
-        if self.seed is not None:
-            params["seed"] = self.seed
+        if seed is not None or self.seed is not None:
+            params["seed"] = seed if seed is not None else self.seed
+        if top_logprobs is not None:
+            params["logprobs"] = True
+            params["top_logprobs"] = top_logprobs
         return params
 
     def _api_key(self) -> str | None:
@@ -167,19 +177,16 @@ class JudgeClient:
         return key
 
     def _response_format(self, schema: type[BaseModel]) -> dict[str, Any] | None:
+        if self.structured == "json_object":
+            return {"type": "json_object", "schema": _json_schema(schema)}
         use = self.structured == "json_schema"
         if self.structured == "auto":
-            try:
-                use = bool(_litellm().supports_response_schema(model=self.model))
-            except Exception:
-                use = False
-        if self.structured == "json_object":
-            return {"type": "json_object", "schema": schema.model_json_schema()}
+            use = supports_schema(self.model)
         if not use:
             return None
         return {
             "type": "json_schema",
-            "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema()},
+            "json_schema": {"name": schema.__name__, "schema": _json_schema(schema)},
         }
 
     async def judge(
@@ -189,6 +196,7 @@ class JudgeClient:
         *,
         version: str = "",
         seed: int | None = None,
+        top_logprobs: int | None = None,
     ) -> Verdict[T]:
         """Ask for a verdict shaped like `schema`.
 
@@ -197,24 +205,25 @@ class JudgeClient:
             schema: The verdict's pydantic model.
             version: The rubric's version, so a changed rubric is judged afresh.
             seed: A sampling seed for this call (several samples of one verdict).
+            top_logprobs: Ask for logprobs with this many candidates per token, and keep the
+                candidates at each value of the verdict (`Verdict.candidates`).
 
         Raises:
             JudgeError, JudgeTimeout, BudgetExceeded: No verdict (a reward records why).
         """
+        params = self._params(seed, top_logprobs)
         cache = shared_cache(self.cache_path) if self.cache else None
-        params = self._params() if seed is None else {**self._params(), "seed": seed}
-        key = cache_key(self.model, messages, params, f"{version}|{schema.__name__}")
+        key = ""
         if cache is not None:
-            hit = cache.get(key)
+            key = cache_key(self.model, messages, params, f"{version}|{schema.__name__}")
+            hit = _from_cache(cache, key, schema)
             if hit is not None:
-                try:
-                    value = _parse(str(hit["raw"]), schema)
-                    return Verdict(value, str(hit["raw"]), 0.0, 0, 0, 0.0, cached=True)
-                except ValueError:
-                    pass  # a verdict the current schema rejects: ask again
+                return hit
         started = time.monotonic()
+        await load_litellm()  # its cost map and model table, off the event loop
         response_format = self._response_format(schema)
-        text, cost, p_tok, c_tok = await self._complete(messages, response_format, params)
+        done = await self._complete(messages, response_format, params)
+        text, cost, p_tok, c_tok = done.text, done.cost, done.prompt_tokens, done.completion_tokens
         try:
             value = _parse(text, schema)
         except ValueError as first_error:
@@ -223,56 +232,47 @@ class JudgeClient:
                 {"role": "assistant", "content": text},
                 {"role": "user", "content": (
                     f"That reply is not valid: {first_error}. Reply again with only the JSON "
-                    f"object, matching this schema: {schema.model_json_schema()}"
+                    f"object, matching this schema: {_json_schema(schema)}"
                 )},
             ]  # fmt: skip
-            text, more, p2, c2 = await self._complete(repair, response_format, params)
-            cost, p_tok, c_tok = cost + more, p_tok + p2, c_tok + c2
+            done = await self._complete(repair, response_format, params)
+            text, cost = done.text, cost + done.cost
+            p_tok, c_tok = p_tok + done.prompt_tokens, c_tok + done.completion_tokens
             try:
                 value = _parse(text, schema)
             except ValueError as second_error:
                 raise JudgeError(
                     f"the judge's reply is not a valid verdict: {second_error}"
                 ) from None
+        candidates = None
+        if top_logprobs is not None:
+            candidates = candidates_at_values(text, done.logprobs)
+            if done.logprobs is None:
+                _warn_no_logprobs(self.model, self.api_base)
         if cache is not None:
-            cache.put(
-                key, {"raw": text, "cost": cost, "prompt_tokens": p_tok, "completion_tokens": c_tok}
-            )
-        return Verdict(value, text, cost, p_tok, c_tok, time.monotonic() - started, cached=False)
+            entry: dict[str, Any] = {
+                "raw": text, "cost": cost, "prompt_tokens": p_tok, "completion_tokens": c_tok,
+            }  # fmt: skip
+            if top_logprobs is not None:
+                entry["candidates"] = candidates
+            cache.put(key, entry)
+        latency = time.monotonic() - started
+        return Verdict(value, text, cost, p_tok, c_tok, latency, False, candidates)
 
     async def _complete(
         self,
         messages: list[dict[str, Any]],
         response_format: dict[str, Any] | None,
         params: dict[str, Any],
-    ) -> tuple[str, float, int, int]:
-        """One completion with retries: (text, cost, prompt tokens, completion tokens)."""
-        litellm = _litellm()
-        kwargs: dict[str, Any] = {
-            "model": self.model,
-            "messages": messages,
-            "timeout": self.timeout,
-            "num_retries": 0,  # the retries are ours (Retry-After, jitter, budget)
-            "max_retries": 0,
-            **params,
-        }
-        if self.api_base:
-            kwargs["api_base"] = self.api_base
-        api_key = self._api_key()
-        if api_key:
-            kwargs["api_key"] = api_key
+    ) -> Completion:
+        """One completion, with retries, limits, and its cost charged to the spend cap."""
         if response_format is not None:
-            kwargs["response_format"] = response_format
-        retryable = (
-            litellm.exceptions.Timeout,
-            litellm.exceptions.RateLimitError,
-            litellm.exceptions.APIConnectionError,
-            litellm.exceptions.InternalServerError,
-            litellm.exceptions.ServiceUnavailableError,
-            litellm.exceptions.BadGatewayError,
-            asyncio.TimeoutError,
+            params = {**params, "response_format": response_format}
+        request = Request(
+            self.model, messages, params, self.api_base, self._api_key(), self.timeout
         )
-        last: BaseException | None = None
+        send = send_http if route(self.model, self.transport) == "http" else send_litellm
+        last = Retry("no attempt was made")
         for attempt in range(self.retries + 1):
             check_budget()
             if self.rpm:
@@ -280,60 +280,44 @@ class JudgeClient:
             if self.tpm:
                 await _wait(token_rate(self.model, self.api_base, self.tpm))
             async with calls_in_flight(self.model, self.api_base, self.max_in_flight):
-                try:
-                    response = await asyncio.wait_for(
-                        litellm.acompletion(**kwargs), timeout=self.timeout + 5.0
-                    )
-                except retryable as exc:
-                    last = exc
-                except Exception as exc:
-                    raise JudgeError(f"judge call failed: {type(exc).__name__}: {exc}") from None
-                else:
-                    result = self._account(litellm, response)
-                    if self.tpm:
-                        used = result[2] + result[3]
-                        token_rate(self.model, self.api_base, self.tpm).charge(used, _clock())
-                    return result
+                outcome = await send(request)
+            if isinstance(outcome, Completion):
+                return self._account(outcome, send is send_http)
+            last = outcome
             if attempt < self.retries:
                 await _sleep(self._delay(attempt, last))
-        if isinstance(last, litellm.exceptions.Timeout | asyncio.TimeoutError):
+        if last.timed_out:
             raise JudgeTimeout(
                 f"judge call timed out {self.retries + 1} times ({self.timeout:g}s each)"
             )
-        raise JudgeError(
-            f"judge call failed after {self.retries + 1} attempts: {type(last).__name__}: {last}"
-        )
+        raise JudgeError(f"judge call failed after {self.retries + 1} attempts: {last.reason}")
 
-    def _delay(self, attempt: int, exc: BaseException | None) -> float:
-        retry_after = _retry_after(exc)
-        if retry_after is not None:
-            return retry_after
+    def _account(self, done: Completion, priced_here: bool) -> Completion:
+        if priced_here:
+            cost = price(self.model, done.prompt_tokens, done.completion_tokens)
+            done = Completion(
+                done.text, done.prompt_tokens, done.completion_tokens, cost, done.logprobs
+            )
+        charge(done.cost)
+        if self.tpm:
+            used = done.prompt_tokens + done.completion_tokens
+            token_rate(self.model, self.api_base, self.tpm).charge(used, _clock())
+        return done
+
+    def _delay(self, attempt: int, last: Retry) -> float:
+        if last.retry_after is not None:
+            return last.retry_after
         base: float = min(self.max_backoff, self.backoff * 2.0**attempt)
         return base * random.uniform(0.5, 1.0)
 
-    def _account(self, litellm: Any, response: Any) -> tuple[str, float, int, int]:
-        text = response.choices[0].message.content or ""
-        usage = getattr(response, "usage", None)
-        p_tok = int(getattr(usage, "prompt_tokens", 0) or 0)
-        c_tok = int(getattr(usage, "completion_tokens", 0) or 0)
-        try:
-            cost = float(litellm.completion_cost(completion_response=response))
-        except Exception:
-            cost = 0.0  # a model missing from the cost map (a local server) costs nothing known
-        charge(cost)
-        return text, cost, p_tok, c_tok
+
+# --- verdicts: parsed, remembered, warned about -------------------------------------------------
 
 
-def _retry_after(exc: BaseException | None) -> float | None:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None) or getattr(exc, "litellm_response_headers", None)
-    if not headers:
-        return None
-    value = headers.get("retry-after") if hasattr(headers, "get") else None
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
+@functools.lru_cache(maxsize=1024)
+def _json_schema(schema: type[BaseModel]) -> dict[str, Any]:
+    """The verdict model's JSON schema, built once per model (it is sent with every call)."""
+    return schema.model_json_schema()
 
 
 def _parse(text: str, schema: type[T]) -> T:
@@ -347,3 +331,57 @@ def _parse(text: str, schema: type[T]) -> T:
         first = exc.errors()[0]
         where = ".".join(map(str, first["loc"])) or "(root)"
         raise ValueError(f"{where}: {first['msg']}") from None
+
+
+_PARSED_SIZE = 100_000
+_parsed: dict[tuple[type[BaseModel], str], BaseModel] = {}
+
+
+def _parse_stored(text: str, schema: type[T]) -> T:
+    """A cached verdict's value, remembered by (schema, text): a hit validates nothing twice.
+
+    A stored text passed `_parse` when it was stored, so plain JSON (what structured output
+    gives) is read by pydantic's own parser first; anything else takes `_parse` again.
+    """
+    key = (schema, text)
+    value = _parsed.get(key)
+    if value is None:
+        try:
+            value = schema.model_validate_json(text)
+        except ValidationError:
+            value = _parse(text, schema)
+        if len(_parsed) >= _PARSED_SIZE:
+            # the oldest (dicts keep insertion order), unless another thread got there first
+            with contextlib.suppress(KeyError, StopIteration, RuntimeError):
+                del _parsed[next(iter(_parsed))]
+        _parsed[key] = value
+    return value  # type: ignore[return-value]
+
+
+def _from_cache(cache: VerdictCache, key: str, schema: type[T]) -> Verdict[T] | None:
+    """The cached verdict under `key`, or None (none, or one the current schema rejects)."""
+    hit = cache.get(key)
+    if hit is None:
+        return None
+    raw = str(hit["raw"])
+    try:
+        value = _parse_stored(raw, schema)
+    except ValueError:
+        return None  # a verdict the current schema rejects: ask again
+    stored = hit.get("candidates")
+    candidates = None
+    if isinstance(stored, dict):
+        candidates = {
+            path: tuple((str(text), float(lp)) for text, lp in found)
+            for path, found in stored.items()
+        }
+    return Verdict(value, raw, 0.0, 0, 0, 0.0, True, candidates)
+
+
+@functools.cache
+def _warn_no_logprobs(model: str, api_base: str | None) -> None:
+    logger.warning(
+        "the judge %s%s gave no logprobs: its scores are the sampled ones",
+        model,
+        f" at {api_base}" if api_base else "",
+    )

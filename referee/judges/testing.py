@@ -1,37 +1,79 @@
 """A scripted OpenAI-compatible server on 127.0.0.1, for testing judges without a paid model.
 
-It speaks the real protocol over real HTTP, so litellm reaches it exactly as it reaches a
-provider (``api_base=server.url``). A script decides each reply: a verdict text, or an
-injected fault (an HTTP error with headers, a hang, a slow answer).
+It speaks the real protocol over real HTTP, so both of referee's transports (its own, and
+litellm) reach it exactly as they reach a provider (``api_base=server.url``). A script decides
+each reply: a verdict text, or an injected fault (an HTTP error with headers, a hang, a slow
+answer).
+
+Asked for ``logprobs`` (and ``top_logprobs``), it answers with them in OpenAI's shape
+(``choices[0].logprobs.content[i]``: ``token``, ``logprob``, ``bytes``, ``top_logprobs``). A
+reply built with `Reply.of_tokens` says which tokens it is made of and the candidates at each;
+any other reply is split into word-like tokens, each certain. ``FakeJudgeServer(...,
+logprobs=False)`` is a server that ignores the request, as some do.
 
 Example:
     ```python
     with FakeJudgeServer(lambda request: Reply('{"score": 7}')) as server:
         judge = JudgeClient(model="openai/fake", api_base=server.url)
     ```
+
+``python -m referee.judges.testing --delay 0.05`` serves a fixed reply from a process of its
+own (it prints its URL), for benchmarks: in-process, the server shares the client's GIL.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
+import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["FakeJudgeServer", "Fault", "Reply", "Script"]
+__all__ = ["FakeJudgeServer", "Fault", "Reply", "Script", "Token"]
+
+
+@dataclass(frozen=True)
+class Token:
+    """One token of a scripted reply, and the candidates the server reports at its position.
+
+    Attributes:
+        text: The token.
+        top: Candidate tokens and their probabilities (the token's own included; when it is
+            missing, the token gets what the others leave). Empty: the token is certain.
+    """
+
+    text: str
+    top: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Reply:
-    """A chat completion whose message content is `content`, after `delay` seconds."""
+    """A chat completion whose message content is `content`, after `delay` seconds.
+
+    Attributes:
+        tokens: The tokens `content` is made of, with their candidates (`of_tokens`); None:
+            word-like tokens, each certain.
+    """
 
     content: str
     delay: float = 0.0
     prompt_tokens: int = 50
     completion_tokens: int = 10
+    tokens: tuple[Token, ...] | None = None
+
+    @classmethod
+    def of_tokens(cls, *parts: str | Token, delay: float = 0.0) -> Reply:
+        """A reply spelled by `parts`: plain strings are certain tokens.
+
+        Example: ``Reply.of_tokens('{"score":', Token(" 4", {" 4": 0.6, " 5": 0.4}), "}")``.
+        """
+        tokens = tuple(p if isinstance(p, Token) else Token(p) for p in parts)
+        return cls("".join(t.text for t in tokens), delay=delay, tokens=tokens)
 
 
 @dataclass(frozen=True)
@@ -47,19 +89,29 @@ Script = Callable[[dict[str, Any]], Reply | Fault]
 """Maps a request body (the JSON the client sent) to what the server does."""
 
 
+class _Server(ThreadingHTTPServer):
+    # A backlog for hundreds of clients connecting at once (the default, 5, resets them).
+    request_queue_size = 1024
+
+
 class FakeJudgeServer:
     """A threaded HTTP server answering ``POST /v1/chat/completions`` from a script.
 
     Attributes:
-        url: The base URL to give litellm (``api_base``).
+        url: The base URL to give a client (``api_base``).
         requests: Every request body received, in order.
+        headers: Every request's headers (lower-case names), in the same order.
+        connections: How many connections clients opened (keep-alive reuses one).
         peak_in_flight: The most requests it held at once, from arrival until it answered
             (a script's delays count).
     """
 
-    def __init__(self, script: Script) -> None:
+    def __init__(self, script: Script, *, logprobs: bool = True) -> None:
         self.script = script
+        self.logprobs = logprobs
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.connections = 0
         self.peak_in_flight = 0
         self._in_flight = 0
         self._lock = threading.Lock()
@@ -68,12 +120,28 @@ class FakeJudgeServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body leave in two writes: with Nagle's algorithm the body would wait
+            # for the client's delayed ACK of the headers (40 ms on Linux) on every answer.
+            disable_nagle_algorithm = True
+
+            def setup(self) -> None:
+                super().setup()
+                with server._lock:
+                    server.connections += 1
+
+            def do_GET(self) -> None:
+                # How many requests arrived: for a client in another process (benchmarks).
+                if self.path.rstrip("/").endswith("/requests"):
+                    self._send(200, {"count": len(server.requests)}, {})
+                else:
+                    self._send(404, {"error": {"message": "not found"}}, {})
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with server._lock:
                     server.requests.append(body)
+                    server.headers.append({k.lower(): v for k, v in self.headers.items()})
                     server._in_flight += 1
                     server.peak_in_flight = max(server.peak_in_flight, server._in_flight)
                 try:
@@ -91,7 +159,7 @@ class FakeJudgeServer:
                     self._send(action.status, {"error": {"message": "injected", "type": "fault"}},
                                action.headers)  # fmt: skip
                     return
-                self._send(200, _completion(body, action), {})
+                self._send(200, _completion(body, action, server.logprobs), {})
 
             def _send(self, status: int, payload: Any, headers: dict[str, str]) -> None:
                 data = json.dumps(payload).encode()
@@ -106,7 +174,7 @@ class FakeJudgeServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_port}/v1"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -124,22 +192,75 @@ class FakeJudgeServer:
         self.close()
 
 
-def _completion(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+# Word-like pieces, as a BPE tokenizer's pre-tokenizer cuts text: a word or up to three digits
+# with the space before it, a run of punctuation, a run of blanks.
+_PIECES = re.compile(r"\s?[A-Za-z_]+|\s?[0-9]{1,3}|\s?[^\sA-Za-z_0-9]+|\s+")
+
+
+def _logprobs(reply: Reply, top: int) -> dict[str, Any]:
+    tokens = reply.tokens or tuple(Token(m.group()) for m in _PIECES.finditer(reply.content))
+    content = []
+    for token in tokens:
+        probs = dict(token.top) or {token.text: 1.0}
+        if token.text not in probs:
+            probs[token.text] = max(1e-9, 1.0 - sum(probs.values()))
+        ranked = sorted(probs.items(), key=lambda kv: -kv[1])[:top]
+        content.append({
+            "token": token.text,
+            "logprob": math.log(probs[token.text]),
+            "bytes": list(token.text.encode()),
+            "top_logprobs": [
+                {"token": t, "logprob": math.log(p), "bytes": list(t.encode())} for t, p in ranked
+            ],
+        })  # fmt: skip
+    return {"content": content}
+
+
+def _completion(body: dict[str, Any], reply: Reply, logprobs: bool) -> dict[str, Any]:
+    choice: dict[str, Any] = {
+        "index": 0,
+        "finish_reason": "stop",
+        "message": {"role": "assistant", "content": reply.content},
+    }
+    if logprobs and body.get("logprobs"):
+        choice["logprobs"] = _logprobs(reply, int(body.get("top_logprobs") or 0))
     return {
         "id": "chatcmpl-fake",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": body.get("model", "fake"),
-        "choices": [
-            {
-                "index": 0,
-                "finish_reason": "stop",
-                "message": {"role": "assistant", "content": reply.content},
-            }
-        ],
+        "choices": [choice],
         "usage": {
             "prompt_tokens": reply.prompt_tokens,
             "completion_tokens": reply.completion_tokens,
             "total_tokens": reply.prompt_tokens + reply.completion_tokens,
         },
     }
+
+
+def main() -> None:
+    """Serve one reply from this process until killed (for benchmarks); ``GET {url}/requests``
+    says how many requests arrived."""
+    parser = argparse.ArgumentParser(description="A scripted OpenAI-compatible judge server.")
+    parser.add_argument(
+        "--reply",
+        default='{"score": 7, "reason": "verdict {n}"}',
+        help="the message content; {n} becomes the request's number",
+    )
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds before answering")
+    args = parser.parse_args()
+    count = iter(range(1, 1 << 62))
+    lock = threading.Lock()
+
+    def script(request: dict[str, Any]) -> Reply:
+        with lock:
+            n = next(count)
+        return Reply(args.reply.replace("{n}", str(n)), delay=args.delay)
+
+    with FakeJudgeServer(script) as server:
+        print(server.url, flush=True)
+        threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()

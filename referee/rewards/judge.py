@@ -4,18 +4,26 @@
 Each holds a `JudgeClient` (``client``; `referee.judges.options`) and shows the judge its
 material fenced off from the instructions (`referee.judges.prompts`), so text injected into a
 completion cannot move the score.
+
+With ``score_from: logprobs``, a scale or pass/fail value is the expected score over the
+judge's top candidate tokens at that value (`referee.judges.logprobs`), from the same single
+call. Where the server gives no logprobs, or a value's candidates cannot be read (a scale
+value written as several tokens), that value is the sampled one, and the Score's reason says
+which.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from referee.errors import NotApplicable
-from referee.judges.client import JudgeError
+from referee.judges.client import JudgeError, Verdict
+from referee.judges.logprobs import BOOLEAN, expected, pointer, scale
 from referee.judges.options import JudgeOptions
 from referee.judges.prompts import (
     RUBRIC_SHAPE,
@@ -26,7 +34,7 @@ from referee.judges.prompts import (
     rubric_task,
     verdict_model,
 )
-from referee.judges.rubric import Rubric, load_rubric
+from referee.judges.rubric import Criterion, Rubric, load_rubric
 from referee.registry import register
 from referee.reward import AsyncReward
 from referee.rewards._common import clip_text
@@ -42,30 +50,72 @@ __all__ = [
     "verdict_model",
 ]
 
+ScoreFrom = Literal["sample", "logprobs"]
+"""Where a scale or pass/fail value comes from: the token the judge wrote (``sample``), or the
+expected score over its top candidate tokens there (``logprobs``)."""
+
 
 @dataclass(kw_only=True)
 class _JudgeReward(JudgeOptions, AsyncReward):
-    """What the pointwise judge rewards share: the client, samples and their aggregation."""
+    """What the pointwise judge rewards share: the client, samples and their aggregation,
+    and where values come from."""
 
     samples: int = 1
     aggregate: Literal["mean", "majority"] = "mean"
+    score_from: ScoreFrom = "sample"
+    top_logprobs: int = 20
 
     def __post_init__(self) -> None:
         if self.samples < 1:
             raise ValueError(f"samples must be at least 1, got {self.samples}")
+        if self.top_logprobs < 1:
+            raise ValueError(f"top_logprobs must be at least 1, got {self.top_logprobs}")
+        if self.score_from == "logprobs" and self.aggregate == "majority":
+            raise ValueError(
+                "aggregate: majority counts sampled answers, and score_from: logprobs gives "
+                "expected values: use aggregate: mean with it"
+            )
         super().__post_init__()
 
     async def _ask(
         self, messages: list[dict[str, Any]], schema: type[BaseModel], version: str
     ) -> list[Any]:
         """`samples` verdicts, with seeds seed, seed + 1, ... (distinct cache keys)."""
+        top = self.top_logprobs if self.score_from == "logprobs" else None
         if self.samples == 1:
-            return [await self.client.judge(messages, schema, version=version)]
+            return [await self.client.judge(messages, schema, version=version, top_logprobs=top)]
         base = self.client.seed or 0
         return list(await asyncio.gather(*(
-            self.client.judge(messages, schema, version=version, seed=base + i)
+            self.client.judge(messages, schema, version=version, seed=base + i, top_logprobs=top)
             for i in range(self.samples)
         )))  # fmt: skip
+
+    def _values(
+        self,
+        verdicts: list[Verdict[Any]],
+        path: str,
+        plain: list[float],
+        literals: Mapping[str, float] | None,
+    ) -> tuple[list[float], bool]:
+        """The value at `path` of each verdict: with ``score_from: logprobs``, the expected
+        score over its candidates (`literals`: literal text -> score) where they can be read,
+        else `plain` (the sampled values); and whether all came from logprobs."""
+        if self.score_from != "logprobs":
+            return plain, True
+        if literals is None:
+            return plain, False
+        found = [expected((v.candidates or {}).get(path), literals) for v in verdicts]
+        return [p if f is None else f for p, f in zip(plain, found, strict=True)], None not in found
+
+    def _note(self, verdicts: list[Verdict[Any]], sampled: list[str]) -> str | None:
+        """What the reason says of values that are sampled where logprobs were asked for."""
+        if self.score_from != "logprobs":
+            return None
+        if all(v.candidates is None for v in verdicts):
+            return "sampled values: no usable logprobs from the judge"
+        if sampled:
+            return f"sampled values for {', '.join(sampled)}: their logprobs could not be read"
+        return None
 
     def _combine(self, values: list[float], raw: list[Any]) -> float:
         """One value from several samples: their mean, or the most common raw answer (a tie
@@ -100,6 +150,13 @@ class RubricJudge(_JudgeReward):
             above 0) and aggregate each criterion (also for `checklist_judge` and
             `reference_judge`).
         aggregate: ``mean`` of the samples, or ``majority`` (a tie takes the lower value).
+        score_from: ``sample``: each criterion is the value the judge wrote. ``logprobs``: the
+            expected score over the judge's top candidate tokens where it wrote that value,
+            from the same call (G-Eval style; a finer, lower-variance signal); where the
+            server gives no logprobs, or a value's cannot be read, the sampled value, and the
+            reason says so (also for `checklist_judge` and `reference_judge`).
+        top_logprobs: Candidates per token asked for with ``score_from: logprobs`` (OpenAI
+            allows up to 20; vLLM up to its ``--max-logprobs``).
     """
 
     rubric: str
@@ -128,12 +185,18 @@ class RubricJudge(_JudgeReward):
         verdicts = await self._ask(self.messages(rollout), self._verdict, version)
         samples = [v.value.criteria.model_dump() for v in verdicts]
         components: dict[str, float | None] = {}
+        sampled: list[str] = []
         for c in self._rubric.criteria:
             raw = [s[c.id] for s in samples]
-            components[c.id] = self._combine([c.normalise(r) for r in raw], raw)
+            values, read = self._values(
+                verdicts, pointer("criteria", c.id), [c.normalise(r) for r in raw], _literals(c)
+            )
+            if not read:
+                sampled.append(c.id)
+            components[c.id] = self._combine(values, raw)
         weight = sum(c.weight for c in self._rubric.criteria)
         total = sum(c.weight * (components[c.id] or 0.0) for c in self._rubric.criteria) / weight
-        return _score(total, components, verdicts)
+        return _score(total, components, verdicts, self._note(verdicts, sampled))
 
 
 class _ChecklistVerdict(BaseModel):
@@ -149,7 +212,8 @@ class ChecklistJudge(_JudgeReward):
     Attributes:
         items: The checklist: item texts, or ``{text, weight}`` mappings. When omitted, each
             rollout's ``reference.checklist`` (per-prompt checklists).
-        client, concurrency, samples, aggregate: As for `rubric_judge`.
+        client, concurrency, samples, aggregate, score_from, top_logprobs: As for
+            `rubric_judge` (with ``logprobs``, an item is the probability of ``true``).
     """
 
     items: list[str | dict[str, Any]] | None = None
@@ -191,12 +255,17 @@ class ChecklistJudge(_JudgeReward):
                     f"the judge answered {len(v.value.items)} items of {len(checklist)}"
                 )
         components: dict[str, float | None] = {}
+        sampled: list[str] = []
         for i in range(len(checklist)):
             raw = [bool(v.value.items[i]) for v in verdicts]
-            components[f"item{i + 1}"] = self._combine([float(r) for r in raw], raw)
+            plain = [float(r) for r in raw]
+            values, read = self._values(verdicts, pointer("items", i), plain, BOOLEAN)
+            if not read:
+                sampled.append(f"item{i + 1}")
+            components[f"item{i + 1}"] = self._combine(values, raw)
         total = sum(w for _, w in checklist)
         value = sum(w * (components[f"item{i + 1}"] or 0.0) for i, (_, w) in enumerate(checklist))
-        return _score(value / total, components, verdicts)
+        return _score(value / total, components, verdicts, self._note(verdicts, sampled))
 
 
 class _EquivalenceVerdict(BaseModel):
@@ -211,6 +280,7 @@ class ReferenceJudge(_JudgeReward):
 
     The natural fallback behind a cheap check: ``combine: cascade`` with ``math_answer``
     (``no_answer: fail``) first, so the judge is asked only where the check cannot decide.
+    With ``score_from: logprobs``, the value is the probability of ``true``.
     """
 
     name: str = "reference_judge"
@@ -231,7 +301,11 @@ class ReferenceJudge(_JudgeReward):
             judge_messages(task, material, shape), _EquivalenceVerdict, "reference:1"
         )
         raw = [bool(v.value.equivalent) for v in verdicts]
-        return _score(self._combine([float(r) for r in raw], raw), {}, verdicts)
+        values, read = self._values(
+            verdicts, pointer("equivalent"), [float(r) for r in raw], BOOLEAN
+        )
+        note = self._note(verdicts, [] if read else ["equivalent"])
+        return _score(self._combine(values, raw), {}, verdicts, note)
 
 
 class _PairVerdict(BaseModel):
@@ -263,6 +337,10 @@ class PairwiseJudge(_JudgeReward):
     def __post_init__(self) -> None:
         if self.samples != 1:
             raise ValueError("pairwise_judge already asks twice (both orders); samples must be 1")
+        if self.score_from != "sample":
+            raise ValueError(
+                "pairwise_judge's verdict (A, B or tie) is not a scale: score_from must be sample"
+            )
         super().__post_init__()
 
     async def evaluate(self, rollout: Rollout) -> Score:
@@ -300,14 +378,30 @@ class PairwiseJudge(_JudgeReward):
         )
 
 
-def _score(value: float, components: dict[str, float | None], verdicts: list[Any]) -> Score:
+def _literals(criterion: Criterion) -> dict[str, float] | None:
+    """A criterion's literals and their scores: true/false, or every integer of a scale (None
+    for a scale too wide to list, whose values are then the sampled ones)."""
+    if criterion.scale is None:
+        return dict(BOOLEAN)
+    if criterion.scale.max - criterion.scale.min > 100:
+        return None
+    return scale(criterion.scale.min, criterion.scale.max)
+
+
+def _score(
+    value: float,
+    components: dict[str, float | None],
+    verdicts: list[Any],
+    note: str | None = None,
+) -> Score:
     reasoning = str(getattr(verdicts[0].value, "reasoning", "") or "")
     if len(verdicts) > 1:
         reasoning = f"{len(verdicts)} samples; first: {reasoning}"
+    reason = clip_text(reasoning, 300) if reasoning else "judged"
     return Score(
         value=value,
         components=components,
-        reason=clip_text(reasoning, 300) if reasoning else "judged",
+        reason=f"{reason} [{note}]" if note else reason,
         cost=sum(v.cost for v in verdicts),
         latency=max(v.latency for v in verdicts),
         tokens=sum(v.prompt_tokens + v.completion_tokens for v in verdicts),

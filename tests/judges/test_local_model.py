@@ -27,6 +27,8 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, Field
 
+from tests.judges.transports import each_transport  # noqa: F401 (autouse: both transports)
+
 pytestmark = [
     pytest.mark.local_model,
     pytest.mark.skipif(

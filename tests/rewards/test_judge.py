@@ -1,4 +1,5 @@
-"""rubric_judge against a scripted OpenAI-compatible server on 127.0.0.1, through litellm."""
+"""The judge rewards against a scripted OpenAI-compatible server on 127.0.0.1, on both
+transports (referee's own HTTP one, and litellm)."""
 
 from __future__ import annotations
 
@@ -17,10 +18,11 @@ pytest.importorskip(
 
 import referee
 from referee.judges import JudgeClient, JudgeOptions
-from referee.judges.testing import FakeJudgeServer, Reply
+from referee.judges.testing import FakeJudgeServer, Reply, Token
 from referee.reward import DEFAULT_CONCURRENCY
 from referee.rewards import RubricJudge
 from tests.conftest import make
+from tests.judges.transports import each_transport  # noqa: F401 (autouse: both transports)
 
 GOOD, BAD = 5, 1  # the scripted judge's scores for a good and a bad answer
 
@@ -366,3 +368,132 @@ def test_each_limit_holds_on_its_own(options: dict[str, Any], peak: int) -> None
         scores = referee.score(judge, [make(f"answer {i}") for i in range(8)])
         assert server.peak_in_flight == peak
     assert all(s.value == 0.0 for s in scores)
+
+
+# --- scores from logprobs -------------------------------------------------------------------
+
+GRADED = """name: graded
+version: "1"
+criteria:
+  - {id: accuracy, description: "Is it right?", scale: {min: 1, max: 5}}
+  - {id: cites, description: "Does it cite a source?", check: true}
+"""
+
+
+def graded_reply(request: dict[str, Any]) -> Reply:
+    """A judge hesitating: accuracy 4 (0.5), 5 (0.3) or 3 (0.2); cites true (0.8)."""
+    return Reply.of_tokens(
+        '{"criteria": {"accuracy":', Token(" 4", {" 4": 0.5, " 5": 0.3, " 3": 0.2}),
+        ', "cites":', Token(" true", {" true": 0.8, " false": 0.2}),
+        '}, "reasoning": "mostly right"}',
+    )  # fmt: skip
+
+
+def graded(server: FakeJudgeServer, tmp_path: Path, **options: Any) -> RubricJudge:
+    path = tmp_path / "graded.yaml"
+    path.write_text(GRADED)
+    client = JudgeClient(model="openai/gpt-4.1-mini", api_base=server.url, structured="prompt",
+                         cache_path=str(tmp_path / "cache.sqlite"))  # fmt: skip
+    return RubricJudge(rubric=str(path), client=client, **options)
+
+
+def test_logprob_scores_are_expected_over_the_candidates(tmp_path: Path) -> None:
+    with FakeJudgeServer(graded_reply) as server:
+        [s] = referee.score(graded(server, tmp_path, score_from="logprobs"), [make("x")])
+        [request] = server.requests  # one call, as for a sampled score
+    accuracy = 0.5 * 0.75 + 0.3 * 1.0 + 0.2 * 0.5  # 4, 5, 3 on 1..5
+    assert s.components == {"accuracy": pytest.approx(accuracy), "cites": pytest.approx(0.8)}
+    assert s.value == pytest.approx((accuracy + 0.8) / 2)
+    assert s.reason == "mostly right"
+    assert request["logprobs"] is True and request["top_logprobs"] == 20
+
+
+def test_sampled_scores_ask_for_no_logprobs(tmp_path: Path) -> None:
+    with FakeJudgeServer(graded_reply) as server:
+        [s] = referee.score(graded(server, tmp_path), [make("x")])
+        assert "logprobs" not in server.requests[0]
+    assert s.components == {"accuracy": 0.75, "cites": 1.0}
+
+
+def test_logprob_scores_come_from_the_cache_on_rescoring(tmp_path: Path) -> None:
+    with FakeJudgeServer(graded_reply) as server:
+        judge = graded(server, tmp_path, score_from="logprobs", top_logprobs=5)
+        first = referee.score(judge, [make("x")])
+        again = referee.score(graded(server, tmp_path, score_from="logprobs", top_logprobs=5),
+                              [make("x")])  # fmt: skip
+        assert len(server.requests) == 1 and server.requests[0]["top_logprobs"] == 5
+        referee.score(graded(server, tmp_path), [make("x")])  # sampled: another question
+        assert len(server.requests) == 2
+    assert again[0].components == first[0].components
+    assert again[0].components["cites"] == pytest.approx(0.8)
+
+
+def test_without_logprobs_the_sampled_values_and_the_reason_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with FakeJudgeServer(graded_reply, logprobs=False) as server:
+        judge = graded(server, tmp_path, score_from="logprobs")
+        judge.client.model = f"openai/no-logprobs-{id(judge)}"  # warned once per model
+        with caplog.at_level("WARNING", logger="referee.judges"):
+            [s] = referee.score(judge, [make("x")])
+    assert s.components == {"accuracy": 0.75, "cites": 1.0}
+    assert s.reason == "mostly right [sampled values: no usable logprobs from the judge]"
+    assert "gave no logprobs" in caplog.text
+
+
+def test_a_value_written_as_several_tokens_is_the_sampled_one(tmp_path: Path) -> None:
+    # 10 on a 1..10 scale, as "1" then "0": its first token could begin 1 or 10
+    rubric = tmp_path / "wide.yaml"
+    rubric.write_text('name: wide\nversion: "1"\ncriteria:\n'
+                      "  - {id: score, description: d, scale: {min: 1, max: 10}}\n"
+                      "  - {id: ok, description: d, check: true}\n")  # fmt: skip
+
+    def script(request: dict[str, Any]) -> Reply:
+        return Reply.of_tokens(
+            '{"criteria": {"score":', Token(" 1", {" 1": 0.6, " 9": 0.4}),
+            '0, "ok":', Token(" false", {" false": 0.7, " true": 0.3}), "}}",
+        )  # fmt: skip
+
+    with FakeJudgeServer(script) as server:
+        client = JudgeClient(model="openai/gpt-4.1-mini", api_base=server.url,
+                             structured="prompt", cache=False)  # fmt: skip
+        judge = RubricJudge(rubric=str(rubric), client=client, score_from="logprobs")
+        [s] = referee.score(judge, [make("x")])
+    assert s.components == {"score": 1.0, "ok": pytest.approx(0.3)}
+    assert s.reason == "judged [sampled values for score: their logprobs could not be read]"
+
+
+def test_checklist_and_reference_judges_take_the_probability_of_true() -> None:
+    def checklist(request: dict[str, Any]) -> Reply:
+        return Reply.of_tokens('{"items": [', Token("true", {"true": 0.9, "false": 0.1}), ", ",
+                               Token("false", {"false": 0.6, "true": 0.4}), "]}")  # fmt: skip
+
+    def equivalence(request: dict[str, Any]) -> Reply:
+        return Reply.of_tokens('{"equivalent":', Token(" true", {" true": 0.7, " false": 0.3}),
+                               "}")  # fmt: skip
+
+    common = {"model": "openai/gpt-4.1-mini", "cache": False, "structured": "prompt",
+              "score_from": "logprobs"}  # fmt: skip
+    with FakeJudgeServer(checklist) as server:
+        judge = referee.load({"type": "checklist_judge", "api_base": server.url, **common,
+                              "items": ["a", {"text": "b", "weight": 3}]})  # fmt: skip
+        [s] = referee.score(judge, [make("x")])
+    assert s.components == {"item1": pytest.approx(0.9), "item2": pytest.approx(0.4)}
+    assert s.value == pytest.approx((0.9 + 3 * 0.4) / 4)
+    with FakeJudgeServer(equivalence) as server:
+        judge = referee.load({"type": "reference_judge", "api_base": server.url, **common})
+        [s] = referee.score(judge, [make("x", "42")])
+    assert s.value == pytest.approx(0.7)
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ({"type": "pairwise_judge"}, "not a scale"),
+        ({"type": "rubric_judge", "rubric": "helpfulness", "aggregate": "majority"}, "majority"),
+        ({"type": "rubric_judge", "rubric": "helpfulness", "score_from": "logits"}, "score_from"),
+    ],
+)
+def test_logprob_options_that_cannot_work(options: dict[str, Any], words: str) -> None:
+    with pytest.raises(referee.SpecError, match=words):
+        referee.load({"model": "openai/x", "score_from": "logprobs", **options})

@@ -1,4 +1,4 @@
-"""group_rank against a scripted ranking judge on 127.0.0.1, through litellm."""
+"""group_rank against a scripted ranking judge on 127.0.0.1, on both transports."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import referee
 from referee.judges.testing import FakeJudgeServer, Reply
 from referee.rewards import ranking
 from tests.conftest import make
+from tests.judges.transports import each_transport  # noqa: F401 (autouse: both transports)
 
 
 def attempts(request: dict[str, Any]) -> list[str]:

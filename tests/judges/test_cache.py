@@ -1,0 +1,75 @@
+"""The verdict cache: SQLite shared by processes, with a memory front in each."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from referee._aio import run_sync
+from referee.judges import JudgeClient, VerdictCache, cache, shared_cache
+from referee.judges.testing import FakeJudgeServer, Reply
+
+
+def write_from_another_process(path: Path, key: str, raw: str) -> None:
+    code = "import sys\nfrom referee.judges import VerdictCache\n"
+    code += "VerdictCache(sys.argv[1]).put(sys.argv[2], {'raw': sys.argv[3]})\n"
+    subprocess.run([sys.executable, "-c", code, str(path), key, raw], check=True, timeout=60)
+
+
+def test_a_miss_is_not_remembered_so_another_process_write_is_seen(tmp_path: Path) -> None:
+    mine = VerdictCache(tmp_path / "c.sqlite")
+    assert mine.get("k") is None
+    write_from_another_process(tmp_path / "c.sqlite", "k", "theirs")
+    assert mine.get("k") == {"raw": "theirs"}
+
+
+def test_hits_are_served_from_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mine = VerdictCache(tmp_path / "c.sqlite")
+    mine.put("written", {"raw": "1"})
+    write_from_another_process(tmp_path / "c.sqlite", "read", "2")
+    assert mine.get("read") == {"raw": "2"}  # read once from the file
+
+    def broken() -> sqlite3.Connection:
+        raise AssertionError("the file was read again")
+
+    monkeypatch.setattr(mine, "_conn", broken)
+    assert mine.get("written") == {"raw": "1"} and mine.get("read") == {"raw": "2"}
+
+
+def test_the_front_is_bounded_and_the_file_keeps_everything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cache, "FRONT_SIZE", 3)
+    mine = VerdictCache(tmp_path / "c.sqlite")
+    for i in range(10):
+        mine.put(f"k{i}", {"raw": str(i)})
+    assert len(mine._front) <= 3 and "k9" in mine._front and "k0" not in mine._front
+    assert len(mine) == 10 and mine.get("k0") == {"raw": "0"}
+
+
+def test_one_cache_object_per_file(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    assert shared_cache(str(path)) is shared_cache(path) is shared_cache(str(path))
+    assert shared_cache(tmp_path / "other.sqlite") is not shared_cache(path)
+
+
+class Grade(BaseModel):
+    score: int
+
+
+def test_a_chatty_cached_verdict_is_read_as_when_it_was_stored(tmp_path: Path) -> None:
+    # Stored verdicts are plain JSON (read by pydantic's parser) or, as here, text around it
+    # (read by the tolerant parser that accepted it first).
+    with FakeJudgeServer(lambda r: Reply('Here: {"score": 3} as asked.')) as server:
+        judge = JudgeClient(model="openai/gpt-4.1-mini", api_base=server.url,
+                            structured="prompt", cache_path=str(tmp_path / "c.sqlite"))  # fmt: skip
+        messages = [{"role": "user", "content": "grade"}]
+        first = run_sync(judge.judge(messages, Grade))
+        again = run_sync(judge.judge(messages, Grade))
+        assert len(server.requests) == 1
+    assert again.cached and again.value == first.value == Grade(score=3)
