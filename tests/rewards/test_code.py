@@ -213,6 +213,36 @@ def test_sandbox_that_cannot_start_is_a_failure() -> None:
     assert io.value is None and io.failure is not None and io.failure.type == "sandbox"
 
 
+def test_without_isolation_a_code_reward_fails_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No bubblewrap, no unshare: a Failure that says how to fix it, never code run loose.
+    monkeypatch.setenv("PATH", "/nonexistent")
+    s = grade("def add(a, b):\n    return a + b\n", sandbox={"workers": 13})
+    assert s.value is None and s.failure is not None and s.failure.type == "sandbox"
+    assert "apt-get install bubblewrap" in s.failure.message
+    assert "isolation: none" in s.failure.message
+
+
+# A completion that plants the answer for later rollouts, and one that would use it.
+PLANTER = "open('/tmp/answer', 'w').write('42')\ndef answer():\n    return 0\n"
+PROBER = (
+    "import os\ndef answer():\n"
+    "    for path in ('/tmp/answer', os.path.expanduser('~/answer')):\n"
+    "        if os.path.exists(path):\n            return int(open(path).read())\n"
+    "    return int(os.environ.get('ANSWER', 0))\n"
+)
+ANSWER = {"test": "assert answer() == 42\n", "entry_point": "answer"}
+
+
+def test_a_rollouts_score_does_not_depend_on_what_ran_before(backend: str) -> None:
+    reward = PythonTests(sandbox=backend, concurrency=4, timeout=5)
+    alone = referee.score(reward, [make(PROBER, ANSWER)])[0]
+    mixed = [make(PLANTER if i % 2 == 0 else PROBER, ANSWER) for i in range(8)]
+    later = [make(PROBER, ANSWER) for _ in range(4)]
+    scores = referee.score(reward, mixed, concurrency=4) + referee.score(reward, later)
+    assert alone.value == 0.0 and alone.failure is None
+    assert [s.value for s in scores] == [0.0] * 12  # planted in a batch, in the one before
+
+
 def test_workers_survive_the_thread_that_started_them() -> None:
     # bwrap's --die-with-parent would kill a worker when the creating thread ends.
     thread = threading.Thread(target=lambda: grade("def add(a, b):\n    return a + b\n"))

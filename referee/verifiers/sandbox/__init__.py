@@ -1,7 +1,9 @@
 """Running untrusted code: one interface, several backends, chosen by name.
 
-``local`` (the default) isolates each job with bubblewrap namespaces and keeps a pool of
-pre-forked Python workers; ``docker`` keeps a warm pool of locked-down containers. A backend
+``local`` (the default) isolates each job in namespaces (bubblewrap, or util-linux
+``unshare`` where bubblewrap is missing; it refuses where neither works: `isolation_problem`
+says why) and keeps a pool of pre-forked Python workers; ``docker`` keeps a warm pool of
+locked-down containers. On both, every job starts clean. A backend
 is a module implementing the `Sandbox` protocol, with its options as a `BackendOptions`
 model, and one entry in `BACKENDS`. Options are given as one mapping, as in a spec::
 
@@ -34,7 +36,12 @@ from referee.verifiers.sandbox.base import (
     SandboxSession,
 )
 from referee.verifiers.sandbox.docker import DockerOptions
-from referee.verifiers.sandbox.local import Isolation, LocalOptions, LocalSandbox
+from referee.verifiers.sandbox.local import (
+    Isolation,
+    LocalOptions,
+    LocalSandbox,
+    isolation_problem,
+)
 
 __all__ = [
     "BACKENDS",
@@ -53,5 +60,6 @@ __all__ = [
     "SandboxError",
     "SandboxSession",
     "get_sandbox",
+    "isolation_problem",
     "sandbox_options",
 ]

@@ -1,8 +1,9 @@
 """The worker that runs inside the sandbox: it forks one child per job.
 
-Standard library only; started by the host as ``python3 -I -S _zygote.py UID`` inside the
-sandbox (bubblewrap namespaces). The Python interpreter is already warm when a job arrives, so
-a Python job costs a fork, not an interpreter start.
+Standard library only; started by the host as ``python3 -s -S _zygote.py UID WORK ISOLATED
+CHANNEL`` inside the sandbox, in a clean environment (``PYTHONHASHSEED=0``: the same hashes,
+so the same set orders, in every worker). The Python interpreter is already warm when a job
+arrives, so a Python job costs a fork, not an interpreter start.
 
 Protocol (frames of `_wire`, on fds 0 and 1 of this process, moved out of the way at start):
   {"op": "run", job}          -> run to completion -> result
@@ -11,16 +12,18 @@ Protocol (frames of `_wire`, on fds 0 and 1 of this process, moved out of the wa
   {"op": "finish"}            -> stop the serving job -> result
   {"op": "ping"}              -> {"pong": pid}
 
-After every job, every process left in this pid namespace but this one is killed: a job cannot
-leave a daemon behind for the next.
+Every job starts clean: it runs in the same fresh work dir (its HOME), with a fresh
+environment, and after it ends every process it left is killed and every place it could write
+(`_scrub.PLACES` and the work dir) is emptied, before the result is sent. A job that leaves
+something the wipe cannot remove is reported ``dirty``, and the host replaces the worker.
 """
 
+import _signal  # type: ignore[import-not-found]  # (no stub: the C half of signal)
 import base64
 import contextlib
 import os
 import resource
 import select
-import shutil
 import signal
 import sys
 import time
@@ -28,14 +31,19 @@ import traceback
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from referee.verifiers.sandbox import _wire
+    from referee.verifiers.sandbox import _scrub, _wire
 else:  # inside the sandbox referee is not importable: _wire sits beside this file
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves it out
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import _scrub
     import _wire
 
 WORK = "/work"  # replaced from argv
-ISOLATED = True  # in a pid namespace of our own (bubblewrap); False: a plain host process
+ISOLATED = True  # in namespaces of our own (bubblewrap, unshare, a container); False: the host
 IN_FD, OUT_FD = 10, 11
+PLACES: "list[str]" = []  # the shared writable places that exist here (isolated only)
+LIBC: Any = None  # ctypes' libc, loaded only where jobs share our uid (to keep us undumpable)
+_RESET_SIGNALS = (int(signal.SIGINT), int(signal.SIGTERM), int(signal.SIGCHLD))
+_SIGPIPE, _SIG_DFL = int(signal.SIGPIPE), int(signal.SIG_DFL)
 
 
 def _become_subreaper() -> None:
@@ -97,70 +105,15 @@ def _setup_channels(channel: str | None) -> None:
     os.close(null)
 
 
-def _kill_all_others(uid: int) -> None:
-    """SIGKILL every process the jobs could have left behind, then reap.
+def _set_dumpable(flag: int) -> None:
+    """Where jobs run as our own uid, only an undumpable zygote is safe from their ptrace (and
+    so from a job that would plant code in it for the next); each job is made dumpable again."""
+    global LIBC
+    if LIBC is None:
+        import ctypes
 
-    In our own pid namespace: every process but pid 1 and this one. As a plain host process:
-    every process of the job's uid (a helper drops to that uid and signals -1), or, with no uid
-    of its own, nothing beyond the job's process group, which the caller already killed.
-    """
-    if not ISOLATED:
-        if uid >= 0:
-            helper = os.fork()
-            if helper == 0:
-                try:
-                    os.setgid(uid)
-                    os.setuid(uid)
-                    # Repeat until none is left: a fork in flight can outlive one kill(-1).
-                    for _ in range(400):
-                        with contextlib.suppress(ProcessLookupError):
-                            os.kill(-1, signal.SIGKILL)
-                        if not _processes_of(uid, besides=os.getpid()):
-                            break
-                        time.sleep(0.005)
-                except OSError:
-                    pass
-                os._exit(0)
-            os.waitpid(helper, 0)
-        _reap()
-        return
-    for _ in range(20):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(-1, signal.SIGKILL)
-        _reap()
-        alive = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid())]
-        if not alive:
-            return
-        time.sleep(0.005)
-
-
-def _processes_of(uid: int, besides: int) -> list[int]:
-    """Live (not zombie) pids of `uid`, other than `besides`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == besides:
-            continue
-        try:
-            with open(f"/proc/{entry}/status") as fh:
-                status = fh.read()
-        except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        if fields.get("State", "").strip().startswith("Z"):
-            continue
-        if int(fields.get("Uid", "-1 ").split()[0]) == uid:
-            found.append(int(entry))
-    return found
-
-
-def _reap() -> None:
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
+        LIBC = ctypes.CDLL(None, use_errno=True)
+    LIBC.prctl(4, flag, 0, 0, 0)  # PR_SET_DUMPABLE
 
 
 def _safe_path(root: str, name: str) -> str:
@@ -171,14 +124,17 @@ def _safe_path(root: str, name: str) -> str:
 
 
 class Job:
-    counter = 0
+    """One job: its files, its process, its output, and the cleanup after it."""
 
     def __init__(self, spec: dict[str, Any], uid: int) -> None:
-        Job.counter += 1
         self.spec = spec
         self.uid = uid
         self.limits = spec["limits"]
-        self.dir = os.path.join(WORK, f"job{Job.counter}")
+        # The same path for every job: what a program sees never says how many ran before it.
+        self.dir = os.path.join(WORK, "job")
+        self.stdin_path = os.path.join(WORK, ".stdin")
+        self.tmp = "/tmp" if ISOLATED else os.path.join(WORK, "tmp")
+        self.dirty: str | None = None
         self.pid: int | None = None
         self.out = bytearray()
         self.err = bytearray()
@@ -197,19 +153,26 @@ class Job:
     def prepare(self) -> None:
         os.mkdir(self.dir, 0o777)
         os.chmod(self.dir, 0o777)
+        if not ISOLATED:  # the host's /tmp is shared: a well-behaved program gets one of its own
+            os.mkdir(self.tmp, 0o1777)
+            os.chmod(self.tmp, 0o1777)
         for name, data in self.spec.get("files", {}).items():
             path = _safe_path(self.dir, name)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "wb") as fh:
                 fh.write(base64.b64decode(data))
             os.chmod(path, 0o644)
-        self.stdin_path = os.path.join(WORK, f".stdin{Job.counter}")
-        with open(self.stdin_path, "wb") as fh:
-            fh.write(base64.b64decode(self.spec.get("stdin", "")))
+        stdin = base64.b64decode(self.spec.get("stdin", ""))
+        if stdin:
+            with open(self.stdin_path, "wb") as fh:
+                fh.write(stdin)
+        else:
+            self.stdin_path = "/dev/null"
         if self.uid >= 0:
-            for base, dirs, files in os.walk(self.dir):
-                for name in dirs + files:
-                    os.lchown(os.path.join(base, name), self.uid, self.uid)
+            if self.spec.get("files"):
+                for base, dirs, files in os.walk(self.dir):
+                    for name in dirs + files:
+                        os.lchown(os.path.join(base, name), self.uid, self.uid)
             os.chown(self.dir, self.uid, self.uid)
 
     def spawn(self, serve: bool) -> None:
@@ -251,8 +214,14 @@ class Job:
             os.dup2(resp_w, 4)
             keep = 5
         os.closerange(keep, 65536)
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD):
-            signal.signal(sig, signal.SIG_DFL)
+        kind = self.spec["kind"]
+        # _signal, not signal: its enum wrapping made every job copy some 35 pages more.
+        for sig in _RESET_SIGNALS:
+            _signal.signal(sig, _SIG_DFL)
+        if kind == "exec":  # a program starts with SIGPIPE as it would anywhere (Python ignores it)
+            _signal.signal(_SIGPIPE, _SIG_DFL)
+        if LIBC is not None:
+            _set_dumpable(1)
         lim = self.limits
         cpu = max(1, int(lim["cpu_seconds"] + 0.999))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
@@ -261,27 +230,17 @@ class Job:
         resource.setrlimit(resource.RLIMIT_NPROC, (lim["processes"], lim["processes"]))
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))  # no POSIX queue outlives the job
         os.chdir(self.dir)
         if self.uid >= 0:
             os.setgroups([])
             os.setgid(self.uid)
             os.setuid(self.uid)
         os.umask(0o022)
-        env = {
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "HOME": self.dir,
-            "TMPDIR": "/tmp",
-            "LANG": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONHASHSEED": "0",
-        }
-        os.environ.clear()
-        os.environ.update(env)
-        kind = self.spec["kind"]
-        if kind == "exec":
+        if kind == "exec":  # (a forked Python job has the job environment already: see main)
             argv = self.spec["command"]
             try:
-                os.execvpe(argv[0], argv, env)
+                os.execvpe(argv[0], argv, dict(os.environ))
             except OSError as exc:
                 os.write(2, (f"cannot run {argv[0]!r}: {exc}\n").encode())
                 os._exit(127)
@@ -437,6 +396,7 @@ class Job:
             "stdout_truncated": self.out_cut,
             "stderr_truncated": self.err_cut,
             "wall_time": wall,
+            "dirty": self.dirty,
         }
 
     def handover(self, loaded: dict[str, Any]) -> None:
@@ -453,17 +413,32 @@ class Job:
         self.direct = True
 
     def cleanup(self) -> None:
-        """Kill what the job left behind and remove its files, before the result is sent: when
-        the host hears that a job ended, nothing of it is left."""
-        _kill_all_others(self.uid)
+        """Kill what the job left behind and empty every place it could write, before the
+        result is sent: when the host hears that a job ended, nothing of it is left."""
+        alive = _scrub.kill_all_others(self.uid, ISOLATED)
         for fd in (self.out_fd, self.err_fd, self.pidfd):
             if fd >= 0:
                 os.close(fd)
         if self.resp is not None:
             os.close(self.resp.fd)
-        shutil.rmtree(self.dir, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            os.unlink(self.stdin_path)
+        self.dirty = clean_up_after(self.uid, alive)
+
+
+def clean_up_after(uid: int, alive: "str | None") -> "str | None":
+    """Empty the work dir and the shared places, and clear what the kernel keeps for `uid`;
+    None when all is as it was, else what is left (the host then replaces this worker)."""
+    global UID_STATE
+    left = [alive, _scrub.wipe(WORK, 0o711)]
+    left += [_scrub.wipe(place, 0o1777) for place in PLACES]
+    if OWN_UID and _scrub.uid_state(uid) != UID_STATE:
+        _scrub.clear_uid_state(uid)
+        UID_STATE = _scrub.uid_state(uid)
+    problems = [problem for problem in left if problem]
+    return "; ".join(problems) or None
+
+
+OWN_UID = False  # the job uid's kernel state (IPC objects, keys) is ours to clear
+UID_STATE = ""  # `_scrub.uid_state` when the last job ended clean
 
 
 def _run_python(spec: dict[str, Any], serve: bool) -> None:
@@ -533,7 +508,7 @@ def _serve(module: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    global WORK, ISOLATED
+    global WORK, ISOLATED, OWN_UID, UID_STATE
     uid = int(sys.argv[1])
     WORK = sys.argv[2]
     ISOLATED = sys.argv[3] == "1"
@@ -543,6 +518,30 @@ def main() -> None:
         # container's PID 1); only a plain host process needs to ask for them. Skipping it
         # keeps ctypes out of the zygote: a smaller process forks faster.
         _become_subreaper()
+    else:
+        PLACES[:] = [place for place in _scrub.PLACES if os.path.isdir(place)]
+    if uid < 0:
+        _set_dumpable(0)
+    if os.getpid() == 1:  # a namespace's init gets only the signals it handles: handle none
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The kernel's state of the job uid is ours to clear where the uid is the worker's own, or
+    # in a user namespace of our own; never the host user's (no isolation, not root).
+    OWN_UID = uid >= 0 or ISOLATED
+    if OWN_UID:  # whoever held the uid before us (another worker, another referee) left nothing
+        _scrub.clear_uid_state(uid)
+        UID_STATE = _scrub.uid_state(uid)
+    # Every job's environment is the same (its dirs have fixed paths): set once, inherited.
+    os.environ.clear()
+    os.environ.update(
+        {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": os.path.join(WORK, "job"),
+            "TMPDIR": "/tmp" if ISOLATED else os.path.join(WORK, "tmp"),
+            "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONHASHSEED": "0",
+        }
+    )
     _warm_up()
     _setup_channels(socket_path)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)

@@ -3,8 +3,10 @@
 Each worker is one container running referee's zygote (the same worker as the local backend)
 as PID 1, reached through a unix socket in a folder bind-mounted read-only into it:
 
-- ``--network none``, read-only root filesystem, tmpfs work dir and /tmp;
-- a non-root user (a uid claimed per container), all capabilities dropped, no-new-privileges;
+- ``--network none``, read-only root filesystem; the writable places (``/work``, ``/tmp``,
+  ``/var/tmp``, ``/dev/shm``) are tmpfs, emptied by the zygote after every job, as locally;
+- jobs run as a non-root uid claimed per container, with no capabilities; the zygote keeps
+  six (to run them as that uid, and to kill and wipe after them); no-new-privileges;
 - memory, swap and pids limits on the container, plus the zygote's per-job rlimits;
 - output read by the zygote through a capped pipe;
 - gVisor (``runtime: runsc``) where it is installed.
@@ -34,6 +36,7 @@ from pydantic import Field
 
 from referee.errors import MissingDependency
 from referee.verifiers.sandbox import _wire
+from referee.verifiers.sandbox._isolation import KEPT_CAPS, ZYGOTE_ENV
 from referee.verifiers.sandbox.base import BackendOptions, Limits, SandboxError
 from referee.verifiers.sandbox.pool import Worker, WorkerPool
 from referee.verifiers.sandbox.uids import claim_uid
@@ -59,6 +62,8 @@ def _image_tar() -> tuple[bytes, str]:
         for name in (
             "work",
             "tmp",
+            "var",
+            "var/tmp",
             "etc",
             "run",
             "run/referee",
@@ -67,14 +72,16 @@ def _image_tar() -> tuple[bytes, str]:
             "proc",
             "dev",
         ):
-            add_dir(name, 0o1777 if name == "tmp" else 0o755)
+            # A tmpfs takes the mode of the image's directory it covers.
+            mode = {"work": 0o711, "tmp": 0o1777, "var/tmp": 0o1777}.get(name, 0o755)
+            add_dir(name, mode)
         for name in ("bin", "lib", "lib64", "sbin"):
             path = Path("/") / name
             if path.is_symlink():
                 info = tarfile.TarInfo(name)
                 info.type, info.linkname = tarfile.SYMTYPE, os.readlink(path)
                 tar.addfile(info)
-        for source in ("_zygote.py", "_wire.py"):
+        for source in ("_zygote.py", "_wire.py", "_scrub.py"):
             data = (_HERE / source).read_bytes()
             digest.update(data)
             info = tarfile.TarInfo(f"opt/referee/{source}")
@@ -115,6 +122,16 @@ class _ContainerWorker(Worker):
         self.in_fd = self.sock.fileno()
         self.out = _wire.Channel(self.in_fd)
         self.ping()
+
+    def pid(self) -> int | None:
+        """The zygote's pid on the host (the container's init), as the engine reports it."""
+        if self.container is None:
+            return None
+        try:
+            self.container.reload()
+            return int(self.container.attrs["State"]["Pid"]) or None
+        except Exception:
+            return None
 
     def stderr(self) -> str:
         if self.container is None:
@@ -198,7 +215,7 @@ class DockerSandbox(WorkerPool):
         return name
 
     def start_container(self, uid: int, limits: Limits, socket_dir: str) -> Any:
-        """Start one locked-down container running the zygote as `uid`."""
+        """Start one locked-down container running the zygote, its jobs as `uid`."""
         volumes = {
             "/usr": {"bind": "/usr", "mode": "ro"},
             socket_dir: {"bind": _SOCKET_DIR, "mode": "ro"},
@@ -212,31 +229,34 @@ class DockerSandbox(WorkerPool):
                 self.image,
                 command=[
                     self.python,
-                    "-I",
+                    "-s",
                     "-S",
                     "/opt/referee/_zygote.py",
-                    "-1",
+                    str(uid),
                     "/work",
                     "1",
                     f"{_SOCKET_DIR}/zygote.sock",
                 ],
                 detach=True,
-                user=f"{uid}:{uid}",
+                user="0:0",  # the zygote; each job drops to `uid` and loses every capability
                 network_mode="none",
                 read_only=True,
                 tmpfs={
-                    "/work": f"size={disk},uid={uid},gid={uid},mode=0700",
+                    "/work": f"size={disk},mode=0711",
                     "/tmp": f"size={disk},mode=1777",
+                    "/var/tmp": f"size={disk},mode=1777",
                 },
+                shm_size=disk,
                 volumes=volumes,
                 working_dir="/work",
                 mem_limit=self.memory_bytes,
                 memswap_limit=self.memory_bytes,
                 pids_limit=self.pids,
                 cap_drop=["ALL"],
+                cap_add=list(KEPT_CAPS),
                 security_opt=["no-new-privileges"],
                 runtime=self.runtime,
-                environment={"PATH": "/usr/bin:/bin"},
+                environment=ZYGOTE_ENV,
                 labels={"referee.sandbox": self.pool_id},
             )
         except Exception as exc:

@@ -1,16 +1,18 @@
-"""The local sandbox: bubblewrap namespaces and a pool of pre-forked Python workers.
+"""The local sandbox: namespaces on this machine, and a pool of pre-forked Python workers.
 
-Each worker is one bubblewrap sandbox (new pid, net, ipc, uts and mount namespaces; /usr
-read-only; a size-limited tmpfs work dir and /tmp; nothing of the host's home, /etc or /root)
-running a warm Python interpreter that forks one child per job. As root, a job runs as an
-unprivileged uid claimed for its worker (from 60000 up, never shared with another worker on
-the host) with no capabilities; after each job every
-process left in the worker's pid namespace is killed, so nothing outlives its job.
+Each worker is one sandbox, made by bubblewrap or, where bubblewrap is missing, by util-linux
+``unshare`` and referee's root builder, with the same isolation (`_isolation`): new pid, mount,
+network, IPC and UTS namespaces, a read-only system, and four writable size-limited tmpfs
+places (``/work``, ``/tmp``, ``/var/tmp``, ``/dev/shm``). Inside, a warm Python interpreter
+(the zygote) forks one child per job. As root, a job runs as an unprivileged uid claimed for
+its worker (from 60000 up, never shared with another worker on the host) with no capabilities.
 
-Where bubblewrap is missing or cannot create namespaces, `isolation="auto"` says so (a warning)
-and falls back to ``"process"``: resource limits, a session of its own, and, as root, the
-worker's unprivileged uid (so the job cannot read root's files or signal other users'
-processes). There is then no network or filesystem namespace.
+Every job starts clean: after each, every process it left is killed and every place it could
+write is emptied, before its result comes back (`_scrub`).
+
+The sandbox fails closed: where no namespace can be had it refuses to start (`SandboxError`,
+which a code reward reports as ``Failure("sandbox")``) and says how to fix that. Running code
+without isolation takes an explicit ``isolation="none"``.
 """
 
 from __future__ import annotations
@@ -18,30 +20,42 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import warnings
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
+from referee.verifiers.sandbox._isolation import (
+    NO_ISOLATION,
+    ZYGOTE_ENV,
+    bwrap_argv,
+    unshare_argv,
+    unshare_problem,
+)
+from referee.verifiers.sandbox._isolation import bwrap_problem as _bwrap_problem
 from referee.verifiers.sandbox.base import BackendOptions, Limits, SandboxError
 from referee.verifiers.sandbox.pool import ProcessWorker, Worker, WorkerPool
 from referee.verifiers.sandbox.uids import claim_uid
 
-__all__ = ["Isolation", "LocalOptions", "LocalSandbox"]
+__all__ = ["Isolation", "LocalOptions", "LocalSandbox", "isolation_problem"]
 
 logger = logging.getLogger("referee.sandbox")
 
-Isolation = Literal["auto", "bwrap", "process"]
-"""``bwrap``: namespaces (required; error if unavailable). ``process``: limits and uid only.
-``auto``: bwrap where it works, else process, with a warning."""
+Isolation = Literal["auto", "bwrap", "unshare", "none", "process"]
+"""How a local worker is isolated (README: "Isolation levels").
+
+``auto`` (the default): namespaces through bubblewrap, else through util-linux ``unshare``;
+where neither works, the sandbox refuses to run code. ``bwrap``, ``unshare``: that path only
+(an error if it does not work here). ``none``: no namespaces, only resource limits, a session
+of its own and, as root, an unprivileged uid: the code can reach the network and read what
+that uid can. ``process`` is the former name of ``none``."""
+
+Mode = Literal["bwrap", "unshare", "none"]
 
 _HERE = Path(__file__).resolve().parent
 _UID_BASE = 60000
-_bwrap_ok: dict[str, str | None] = {}  # bwrap path -> None when usable, else why not
 
 
 def _default_python() -> str:
@@ -51,77 +65,35 @@ def _default_python() -> str:
     return os.path.realpath(sys.executable)
 
 
-def _system_args(root: bool) -> list[str]:
-    """Namespaces and the read-only system: what every sandbox (and the probe) needs."""
-    # No --die-with-parent: its PR_SET_PDEATHSIG fires when the *thread* that started bwrap
-    # ends (a reward's grading thread), not the process. A zygote exits when its channel
-    # closes instead, so a worker outlives a dead host by at most one job's wall time.
-    args = [
-        "bwrap", "--new-session",
-        "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-        "--ro-bind", "/usr", "/usr",
-    ]  # fmt: skip
-    if not root:
-        args += ["--unshare-user", "--disable-userns"]
-    for name in ("bin", "lib", "lib64", "sbin"):
-        path = Path("/") / name
-        if path.is_symlink():
-            args += ["--symlink", os.readlink(path), f"/{name}"]
-        elif path.is_dir():
-            args += ["--ro-bind", str(path), f"/{name}"]
-    return args
-
-
-def _bwrap_args(python: str, uid: int, root: bool, disk: int) -> list[str]:
-    args = _system_args(root)
-    prefix = Path(python).resolve().parents[1]
-    if not str(prefix).startswith("/usr"):
-        args += ["--ro-bind", str(prefix), str(prefix)]
-    args += [
-        "--perms", "0755", "--dir", "/etc",  # made by bwrap otherwise, not traversable by the job
-        "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
-        "--ro-bind-try", "/etc/alternatives", "/etc/alternatives",
-        "--ro-bind-try", "/etc/ssl", "/etc/ssl",  # node reads its OpenSSL config at start
-        "--proc", "/proc", "--dev", "/dev",
-        "--perms", "1777", "--size", str(disk), "--tmpfs", "/tmp",
-        "--perms", "0711", "--size", str(disk), "--tmpfs", "/work",
-        "--ro-bind", str(_HERE), "/opt/referee",
-        "--chdir", "/work", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin",
-    ]  # fmt: skip
-    if root:
-        args += ["--cap-drop", "ALL"]
-        for cap in ("SETUID", "SETGID", "KILL", "CHOWN", "DAC_OVERRIDE", "FOWNER"):
-            args += ["--cap-add", f"CAP_{cap}"]
-    else:
-        args += ["--cap-drop", "ALL"]
-    return [*args, "--", python, "-I", "-S", "/opt/referee/_zygote.py", str(uid), "/work", "1"]
-
-
 def bwrap_problem(bwrap: str = "bwrap") -> str | None:
-    """None when bubblewrap can create the namespaces referee needs here, else why not."""
-    if bwrap in _bwrap_ok:
-        return _bwrap_ok[bwrap]
-    path = shutil.which(bwrap)
-    if path is None:
-        problem: str | None = "bubblewrap (bwrap) is not installed; apt-get install bubblewrap"
-    else:
-        args = [path, *_system_args(os.geteuid() == 0)[1:], "--proc", "/proc", "--", "true"]
-        try:
-            done = subprocess.run(args, capture_output=True, timeout=30, check=False)
-            problem = None if done.returncode == 0 else done.stderr.decode(errors="replace").strip()
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            problem = str(exc)
-    _bwrap_ok[bwrap] = problem
-    return problem
+    """None when bubblewrap can isolate a worker here, else why not."""
+    return _bwrap_problem(_default_python(), bwrap)
+
+
+def isolation_problem(python: str | None = None) -> str | None:
+    """None when a local worker can be isolated here (by either path), else why not, with
+    what to do about it."""
+    python = python or _default_python()
+    bwrap, unshare = _bwrap_problem(python), unshare_problem(python)
+    if bwrap is None or unshare is None:
+        return None
+    return (
+        f"no namespace isolation for the sandbox here: bubblewrap: {bwrap}; unshare: "
+        f"{unshare}. {NO_ISOLATION}"
+    )
 
 
 class LocalSandbox(WorkerPool):
-    """Runs untrusted code on this machine, isolated as well as the machine allows.
+    """Runs untrusted code on this machine in namespaces, or refuses to.
 
     Args:
         workers: Jobs run at once (one pre-forked worker each); default: CPU count.
         isolation: See `Isolation`.
         python: The interpreter inside the sandbox; default /usr/bin/python3.
+
+    Raises:
+        SandboxError: The isolation asked for cannot be had here (the message says how to
+            get it).
     """
 
     def __init__(
@@ -130,42 +102,55 @@ class LocalSandbox(WorkerPool):
         super().__init__(workers or os.cpu_count() or 1)
         self.python = python or _default_python()
         self.root = os.geteuid() == 0
-        self.mode = self._choose(isolation)
+        self.mode: Mode = self._choose(isolation)
+        self._unshare = shutil.which("unshare") or "unshare"
         self._tmp: str | None = None
+        if self.mode == "none":
+            logger.warning(
+                "referee sandbox: isolation none: code runs with resource limits%s but no "
+                "namespaces (it can reach the network and read files)",
+                " as an unprivileged uid" if self.root else "",
+            )
 
-    def _choose(self, isolation: Isolation) -> Literal["bwrap", "process"]:
-        if isolation == "process":
-            return "process"
-        problem = bwrap_problem()
-        if problem is None:
+    def _choose(self, isolation: Isolation) -> Mode:
+        if isolation in ("none", "process"):
+            return "none"
+        if isolation in ("bwrap", "unshare"):
+            probe = _bwrap_problem if isolation == "bwrap" else unshare_problem
+            problem = probe(self.python)
+            if problem is not None:
+                raise SandboxError(
+                    f"isolation {isolation!r} is not available here: {problem}. {NO_ISOLATION}"
+                )
+            return isolation
+        if _bwrap_problem(self.python) is None:
             return "bwrap"
-        if isolation == "bwrap":
-            raise SandboxError(f"bubblewrap isolation is not available: {problem}")
-        warnings.warn(
-            f"referee sandbox: bubblewrap is not usable ({problem}); running code with resource "
-            "limits" + (" as an unprivileged uid" if self.root else "") + " but no namespaces",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-        return "process"
+        if unshare_problem(self.python) is None:
+            return "unshare"
+        raise SandboxError(isolation_problem(self.python) or "no namespace isolation here")
 
     # -- workers ----------------------------------------------------------------------------
 
     def _argv(self, slot: int, limits: Limits, uid: int) -> list[str]:
         if self.mode == "bwrap":
-            return _bwrap_args(self.python, uid, self.root, limits.disk_bytes)
+            return bwrap_argv(self.python, uid, self.root, limits.disk_bytes)
+        if self.mode == "unshare":
+            return unshare_argv(self.python, uid, self.root, limits.disk_bytes, self._unshare)
         if self._tmp is None:
             self._tmp = tempfile.mkdtemp(prefix="referee-sandbox-")
             os.chmod(self._tmp, 0o711)
         work = os.path.join(self._tmp, f"slot{slot}")
         os.makedirs(work, mode=0o711, exist_ok=True)
-        return [self.python, "-I", "-S", str(_HERE / "_zygote.py"), str(uid), work, "0"]
+        return [self.python, "-s", "-S", str(_HERE / "_zygote.py"), str(uid), work, "0"]
 
     def _spawn(self, slot: int, limits: Limits) -> Worker:
         # As root each worker's jobs get a uid of their own, claimed host-wide; otherwise the
-        # jobs run as our own uid inside bubblewrap's user namespace (-1: no switch).
+        # jobs run as our own uid inside the worker's user namespace (-1: no switch).
         claim = claim_uid(_UID_BASE) if self.root else None
-        return self._with_uid(claim, lambda uid: ProcessWorker(self._argv(slot, limits, uid), slot))
+        return self._with_uid(
+            claim,
+            lambda uid: ProcessWorker(self._argv(slot, limits, uid), slot, env=ZYGOTE_ENV),
+        )
 
     def close(self) -> None:
         """Stop every idle worker (busy ones stop when their job ends)."""
@@ -180,7 +165,7 @@ class LocalOptions(BackendOptions):
 
     Attributes:
         workers: Jobs run at once (one pre-forked worker each); default: CPU count.
-        isolation: See `Isolation`.
+        isolation: See `Isolation` (``process`` is read as ``none``).
         python: The interpreter inside the sandbox; default /usr/bin/python3.
     """
 
@@ -188,6 +173,11 @@ class LocalOptions(BackendOptions):
     workers: int | None = Field(default=None, ge=1)
     isolation: Isolation = "auto"
     python: str | None = None
+
+    @field_validator("isolation")
+    @classmethod
+    def _former_name(cls, value: Isolation) -> Isolation:
+        return "none" if value == "process" else value
 
     def create(self) -> LocalSandbox:
         return LocalSandbox(workers=self.workers, isolation=self.isolation, python=self.python)

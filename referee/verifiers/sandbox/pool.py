@@ -60,6 +60,10 @@ class Worker(ABC):
         """What the worker said on its error stream (for startup failures)."""
         return "(no output)"
 
+    def pid(self) -> int | None:
+        """The zygote's pid on the host (None: not known)."""
+        return None
+
     def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Send one frame, wait for the reply. Raises EOFError, TimeoutError, WireError."""
         _wire.write_frame(self.in_fd, message)
@@ -108,9 +112,10 @@ class Worker(ABC):
 
 
 class ProcessWorker(Worker):
-    """A zygote started as a child process (bubblewrap, or the plain process fallback)."""
+    """A zygote started as a child process (bubblewrap, unshare, or no isolation), with `env`
+    as its whole environment."""
 
-    def __init__(self, argv: list[str], slot: int) -> None:
+    def __init__(self, argv: list[str], slot: int, env: dict[str, str] | None = None) -> None:
         self.slot = slot
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
         # A socketpair rather than stdin/stdout pipes: a socket can hand the host the pipes of
@@ -123,6 +128,7 @@ class ProcessWorker(Worker):
                 stdout=subprocess.DEVNULL,
                 stderr=self.log,
                 pass_fds=[theirs.fileno()],
+                env=env,
             )
         except OSError as exc:
             ours.close()
@@ -132,7 +138,15 @@ class ProcessWorker(Worker):
         self.sock = ours
         self.in_fd = ours.fileno()
         self.out = _wire.Channel(self.in_fd)
+        self._pid: int | None = None
         self.ping()
+
+    def pid(self) -> int | None:
+        """The zygote's pid on the host: the process we started, or (bubblewrap, unshare) the
+        Python below it."""
+        if self._pid is None:
+            self._pid = _zygote_below(self.proc.pid)
+        return self._pid
 
     def stderr(self) -> str:
         self.log.seek(0)
@@ -150,6 +164,31 @@ class ProcessWorker(Worker):
             self.sock.close()
             self.sock = None
         self.log.close()
+
+
+def _zygote_below(root: int) -> int | None:
+    """The pid of the zygote among `root` and its descendants (a Python running _zygote.py)."""
+    parents: dict[int, int] = {}
+    zygotes = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                parents[int(entry)] = int(fh.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                argv = fh.read().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue
+        if os.path.basename(argv[0]).startswith(b"python") and b"_zygote.py" in b" ".join(argv):
+            zygotes.append(int(entry))
+    for pid in zygotes:
+        ancestor = pid
+        while ancestor > 1 and ancestor != root:
+            ancestor = parents.get(ancestor, 0)
+        if ancestor == root:
+            return pid
+    return None
 
 
 def _job_wire(job: Job, kind: str) -> dict[str, Any]:
@@ -183,6 +222,14 @@ def _result(reply: dict[str, Any]) -> RunResult:
         stderr_truncated=reply["stderr_truncated"],
         wall_time=reply["wall_time"],
     )
+
+
+def _dirty(reply: dict[str, Any]) -> bool:
+    """The job left something its worker could not wipe: the worker must not serve another."""
+    left = reply.get("dirty")
+    if left:
+        logger.warning("replacing a sandbox worker a job left unclean: %s", left)
+    return bool(left)
 
 
 def _worker_died(started: float, why: str) -> RunResult:
@@ -264,6 +311,13 @@ class WorkerPool(ABC):
         else:
             self._idle.put(worker)
 
+    def zygote_pids(self) -> list[int]:
+        """Host pids of the idle workers' zygotes, for diagnostics: a worker's CPU time and
+        memory (``/proc/PID/stat``), and, as root, its files (``/proc/PID/root``)."""
+        with self._idle.mutex:
+            idle = list(self._idle.queue)
+        return [pid for pid in (worker.pid() for worker in idle) if pid is not None]
+
     def _anomalous(self, result: RunResult) -> bool:
         return self.recycle_on_anomaly and (
             result.timed_out or result.output_limited or result.exit_code is None
@@ -285,7 +339,7 @@ class WorkerPool(ABC):
             if reply.get("worker_error"):
                 raise SandboxError(str(reply.get("error")))
             result = _result(reply)
-            broken = self._anomalous(result)
+            broken = self._anomalous(result) or _dirty(reply)
             return result
         except (EOFError, OSError) as exc:
             return _worker_died(started, str(exc))
@@ -518,7 +572,7 @@ class _Session:
         if self._result is None:
             reply = self._request({"op": "finish"})
             if self._worker is not None:
-                self._release(broken=False)
+                self._release(broken=_dirty(reply))
             self._result = (
                 _result(reply)
                 if "exit_code" in reply

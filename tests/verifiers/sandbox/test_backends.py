@@ -1,5 +1,6 @@
-"""Hostile programs against every sandbox backend: each is stopped or contained, and the host is
-left as it was (no process of a sandbox uid survives the job)."""
+"""Hostile programs against every sandbox path (bubblewrap, unshare, no isolation, docker):
+each is stopped or contained, and the host is left as it was: no process of a sandbox uid
+survives the job, and every worker's writable places are empty again (seen from the host)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -18,7 +20,7 @@ import pytest
 
 from referee.verifiers.sandbox import Job, Limits, ProgramError
 from referee.verifiers.sandbox.pool import WorkerPool
-from tests.verifiers.sandbox.conftest import sandbox_processes
+from tests.verifiers.sandbox.conftest import left_in_places, sandbox_processes
 
 FAST = Limits(wall_seconds=3, cpu_seconds=3, memory_bytes=512 << 20, processes=32,
               output_bytes=1 << 16, file_size_bytes=16 << 20, disk_bytes=64 << 20)  # fmt: skip
@@ -27,6 +29,8 @@ FAST = Limits(wall_seconds=3, cpu_seconds=3, memory_bytes=512 << 20, processes=3
 def run(sandbox: WorkerPool, source: str, **kw: object) -> object:
     result = sandbox.run(Job(source=textwrap.dedent(source), limits=kw.pop("limits", FAST), **kw))  # type: ignore[arg-type]
     assert sandbox_processes() == []  # nothing outlives its job
+    if sandbox.mode != "none":  # type: ignore[attr-defined]
+        assert left_in_places(sandbox) == {}  # nor anything it wrote
     return result
 
 
@@ -83,17 +87,33 @@ def test_huge_allocation_fails(sandbox: WorkerPool) -> None:
     assert not r.ok and b"MemoryError" in r.stderr and r.stdout == b""  # type: ignore[attr-defined]
 
 
-def test_huge_file_is_stopped(sandbox: WorkerPool) -> None:
+@pytest.mark.parametrize("where", ["big", "/tmp/big"])
+def test_huge_file_is_stopped(sandbox: WorkerPool, where: str) -> None:
+    started = time.time()
     r = run(
         sandbox,
-        """
-        with open("big", "wb") as f:
+        f"""
+        with open({where!r}, "wb") as f:
             for _ in range(1024):
                 f.write(b"x" * (1 << 20))
         print("wrote 1 GB")
     """,
     )
     assert not r.ok and b"wrote 1 GB" not in r.stdout  # type: ignore[attr-defined]
+    # On the host's disk: nothing left, or, with no isolation (the opt-out, which shares the
+    # host's /tmp), no more than the file size limit.
+    left = [
+        os.path.join(base, "big")
+        for base, _, files in os.walk(tempfile.gettempdir())
+        if "big" in files and os.path.getmtime(os.path.join(base, "big")) >= started
+    ]
+    sizes = [os.path.getsize(path) for path in left]
+    for path in left:
+        os.unlink(path)
+    if sandbox.mode == "none":  # type: ignore[attr-defined]
+        assert all(size <= FAST.file_size_bytes for size in sizes)
+    else:
+        assert left == []
 
 
 def test_stdout_flood_is_cut_and_stopped(sandbox: WorkerPool) -> None:
@@ -140,8 +160,8 @@ def test_cannot_read_files_outside_the_work_dir(
 
 
 def test_cannot_reach_a_loopback_server(sandbox: WorkerPool) -> None:
-    if sandbox.mode == "process":  # type: ignore[attr-defined]
-        pytest.skip("only a network namespace blocks loopback; the process fallback says so")
+    if sandbox.mode == "none":  # type: ignore[attr-defined]
+        pytest.skip("only a network namespace blocks loopback; isolation none is the opt-out")
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
     accepted: list[object] = []
