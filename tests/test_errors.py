@@ -1,4 +1,4 @@
-"""The exception tree: every referee exception derives from the root and is drawn in the docstring."""
+"""The exception tree: every referee exception derives from the root, drawn in errors.py."""
 
 from __future__ import annotations
 

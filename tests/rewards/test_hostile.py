@@ -31,7 +31,9 @@ HOSTILE = {
     "a huge power": "\\boxed{9^{9^{9^{9}}}}",
     "lone surrogates (undecodable bytes)": "answer \udcff\udcfe \\boxed{1}",
     "NUL and control characters": "\x00\x01\x1b[31m{}\x7f",
-    "zero-width and right-to-left": "\u200b\u200d\u2066{\u202e\"a\": 1\u202c}\ufeff \\boxed{\u200b1}",
+    "zero-width and right-to-left": (
+        '\u200b\u200d\u2066{\u202e"a": 1\u202c}\ufeff \\boxed{\u200b1}'
+    ),
     "empty": "",
     "unbalanced boxed": "\\boxed{" * 10_000,
     "many braces": "{" * 200_000,
