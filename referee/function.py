@@ -6,7 +6,7 @@ import functools
 import inspect
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeAlias, overload
+from typing import Any, TypeAlias, cast, overload
 
 from referee.reward import AsyncReward, CheckReward, RewardResult
 from referee.rollout import Rollout
@@ -15,10 +15,16 @@ __all__ = ["AsyncFunctionReward", "FunctionReward", "RewardFunction", "reward"]
 
 
 class _FunctionPickling:
-    """Pickle a decorated module-level function by reference, like the function itself."""
+    """A function as a reward: its name, and pickling by reference, like the function itself."""
 
     fn: Callable[[Rollout], Any]
     name: str
+
+    def __init__(self, fn: Callable[[Rollout], Any], name: str | None = None) -> None:
+        self.fn = fn
+        self.name = name or fn.__name__
+        # The instance stands for the function: its name, docstring and module.
+        functools.update_wrapper(cast(Any, self), fn)
 
     def __reduce__(self) -> str | tuple[Any, ...]:
         module = sys.modules.get(self.fn.__module__)
@@ -33,10 +39,7 @@ class _FunctionPickling:
 class FunctionReward(_FunctionPickling, CheckReward):
     """A synchronous function of a rollout, as a Reward (made by `@reward`)."""
 
-    def __init__(self, fn: Callable[[Rollout], RewardResult], name: str | None = None) -> None:
-        self.fn = fn
-        self.name = name or fn.__name__
-        functools.update_wrapper(self, fn)
+    fn: Callable[[Rollout], RewardResult]
 
     def check(self, rollout: Rollout) -> RewardResult:
         result: RewardResult = self.fn(rollout)
@@ -49,12 +52,7 @@ class FunctionReward(_FunctionPickling, CheckReward):
 class AsyncFunctionReward(_FunctionPickling, AsyncReward):
     """An async function of a rollout, as a Reward (made by `@reward`)."""
 
-    def __init__(
-        self, fn: Callable[[Rollout], Awaitable[RewardResult]], name: str | None = None
-    ) -> None:
-        self.fn = fn
-        self.name = name or fn.__name__
-        functools.update_wrapper(self, fn)
+    fn: Callable[[Rollout], Awaitable[RewardResult]]
 
     async def evaluate(self, rollout: Rollout) -> RewardResult:
         result: RewardResult = await self.fn(rollout)
@@ -96,6 +94,6 @@ def reward(
     def wrap(f: RewardFunction) -> FunctionReward | AsyncFunctionReward:
         if inspect.iscoroutinefunction(f):
             return AsyncFunctionReward(f, name)
-        return FunctionReward(f, name)  # type: ignore[arg-type]
+        return FunctionReward(f, name)
 
     return wrap if fn is None else wrap(fn)
