@@ -159,6 +159,10 @@ class Composite(Protocol):
 
 def is_sync(reward: object) -> TypeGuard[SyncReward]:
     """Whether `reward` scores inline with `score_sync` (no waiting anywhere inside it)."""
+    if isinstance(reward, RewardBase):
+        # referee's own bases first: a runtime protocol check costs microseconds, and
+        # transforms and final_answer ask on every rollout.
+        return reward.is_sync
     return isinstance(reward, SyncReward) and reward.is_sync
 
 
