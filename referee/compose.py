@@ -14,6 +14,10 @@ A component that gives no value (None, with a Failure) follows the declared `on_
 - ``"value"``: count it as `none_value`.
 
 A gate that gives no value cannot decide, so the total fails, unless `on_none` is ``"value"``.
+
+Each component scores under its own deadline. A combination's `timeout` bounds one rollout's
+whole scoring through it (all components must be sync: inline scoring is what it bounds);
+past it, that rollout's total is ``Failure("timeout")``.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias, cast
 
+from referee.deadline import check_timeout, each, run
+from referee.errors import VerifierTimeout
 from referee.reward import Part, Reward, RewardBase, SyncReward, is_sync
 from referee.rollout import Rollout
 from referee.score import Failure, Score
@@ -79,7 +85,12 @@ class Component:
 
 @dataclass(kw_only=True)
 class Combined(RewardBase):
-    """A reward computed from named component rewards (see the module docstring)."""
+    """A reward computed from named component rewards (see the module docstring).
+
+    Attributes:
+        timeout: Seconds one rollout may take through the whole combination (None: each
+            component is bounded by its own deadline only).
+    """
 
     components: list[Component]
     mode: CombineMode = "weighted"
@@ -87,8 +98,10 @@ class Combined(RewardBase):
     none_value: float = 0.0
     floor: float = 0.0
     name: str = "combined"
+    timeout: float | None = None
 
     def __post_init__(self) -> None:
+        self.timeout = check_timeout(self.timeout, self.name)
         names = [c.name for c in self.components]
         if not names:
             raise ValueError(f"{self.name}: a combination needs at least one component")
@@ -107,6 +120,12 @@ class Combined(RewardBase):
                 self._segments.append(([comp], sync))
         if self.mode in ("weighted", "mean") and self._total_weight <= 0:
             raise ValueError(f"{self.name}: the weights of a {self.mode} combination sum to 0")
+        if self.timeout is not None and not self._sync:
+            slow = [c.name for c in self.components if not is_sync(c.reward)]
+            raise ValueError(
+                f"{self.name}: a timeout on a combination bounds inline scoring, but "
+                f"{', '.join(slow)} cannot score inline; set timeout on the components instead"
+            )
 
     def children(self) -> Sequence[Part]:
         return [Part(c.name, c.reward, c.weight, reported=True) for c in self.components]
@@ -115,10 +134,24 @@ class Combined(RewardBase):
     def is_sync(self) -> bool:
         return self._sync
 
+    @property
+    def deadline_seconds(self) -> float | None:
+        """`timeout`: the combination's own bound, if any (its components carry theirs)."""
+        return self.timeout
+
     def score_sync(self, rollout: Rollout) -> Score:
         """Score one rollout, component after component (inline when every one is sync)."""
         if not self._sync:
             return super().score_sync(rollout)
+        if self.timeout is None:  # `_score_inline`, written out: the fast path of every spec
+            per: dict[str, Score] = {}
+            return self._total(per, self._check_run(self.components, rollout, per))
+        try:
+            return run(self._score_inline, rollout, self.timeout, self.name)
+        except VerifierTimeout as exc:
+            return Score.failed("timeout", str(exc), self.name)
+
+    def _score_inline(self, rollout: Rollout) -> Score:
         per: dict[str, Score] = {}
         return self._total(per, self._check_run(self.components, rollout, per))
 
@@ -143,8 +176,7 @@ class Combined(RewardBase):
         if self._sync:
             # Rollout by rollout: no per-component lists, and a completion parsed by one
             # component is still in the parse cache when the next one asks for it.
-            check = self.score_sync
-            return [check(r) for r in rollouts]
+            return each(self.score_sync, rollouts)
         per: list[dict[str, Score]] = [{} for _ in rollouts]
         stopped: list[tuple[Component, Score] | None] = [None] * len(rollouts)
         alive = list(range(len(rollouts)))
@@ -154,8 +186,10 @@ class Combined(RewardBase):
             if sync:
                 # A run of sync components scores rollout by rollout, as the all-sync path
                 # does: each rollout's parse (JSON, trajectory) is shared by the run.
-                for i in alive:
+                def run_segment(i: int, segment: list[Component] = segment) -> None:
                     stopped[i] = self._check_run(segment, rollouts[i], per[i])
+
+                each(run_segment, alive)  # one armed scope for the run's deadlines
             else:
                 [comp] = segment
                 scores = await comp.reward.score_batch(
@@ -324,6 +358,11 @@ class Transform(RewardBase):
 
     def children(self) -> Sequence[Part]:
         return [Part(self.reward.name, self.reward)]
+
+    @property
+    def deadline_seconds(self) -> float | None:
+        """None: the inner reward carries the deadline."""
+        return None
 
     @property
     def is_sync(self) -> bool:

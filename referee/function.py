@@ -8,6 +8,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias, cast, overload
 
+from referee.deadline import check_timeout
 from referee.reward import AsyncReward, CheckReward, RewardResult
 from referee.rollout import Rollout
 
@@ -15,14 +16,18 @@ __all__ = ["AsyncFunctionReward", "FunctionReward", "RewardFunction", "reward"]
 
 
 class _FunctionPickling:
-    """A function as a reward: its name, and pickling by reference, like the function itself."""
+    """Pickle a decorated module-level function by reference, like the function itself."""
 
     fn: Callable[[Rollout], Any]
     name: str
+    timeout: float | None
 
-    def __init__(self, fn: Callable[[Rollout], Any], name: str | None = None) -> None:
+    def __init__(
+        self, fn: Callable[[Rollout], Any], name: str | None = None, timeout: float | None = None
+    ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
+        self.timeout = check_timeout(timeout, self.name)
         # The instance stands for the function: its name, docstring and module.
         functools.update_wrapper(cast(Any, self), fn)
 
@@ -33,11 +38,16 @@ class _FunctionPickling:
             target = getattr(target, part, None)
         if target is self:
             return self.fn.__qualname__
-        return (type(self), (self.fn, self.name))
+        return (type(self), (self.fn, self.name, self.timeout))
 
 
 class FunctionReward(_FunctionPickling, CheckReward):
-    """A synchronous function of a rollout, as a Reward (made by `@reward`)."""
+    """A synchronous function of a rollout, as a Reward (made by `@reward`).
+
+    Attributes:
+        timeout: Seconds one call may take before it is stopped and scores
+            ``Failure("timeout")``; None: `referee.deadline.DEFAULT_TIMEOUT`.
+    """
 
     fn: Callable[[Rollout], RewardResult]
 
@@ -69,10 +79,10 @@ RewardFunction: TypeAlias = Callable[[Rollout], RewardResult | Awaitable[RewardR
 def reward(fn: RewardFunction, /) -> FunctionReward | AsyncFunctionReward: ...
 @overload
 def reward(
-    *, name: str | None = None
+    *, name: str | None = None, timeout: float | None = None
 ) -> Callable[[RewardFunction], FunctionReward | AsyncFunctionReward]: ...
 def reward(
-    fn: RewardFunction | None = None, /, *, name: str | None = None
+    fn: RewardFunction | None = None, /, *, name: str | None = None, timeout: float | None = None
 ) -> (
     FunctionReward
     | AsyncFunctionReward
@@ -81,11 +91,13 @@ def reward(
     """Turn a function of a rollout into a picklable `Reward`.
 
     The function may be sync or async and may return a float, a bool, a `Score`, or None (no
-    score: it becomes a `Failure`, never 0). Exceptions it raises become Failures too.
+    score: it becomes a `Failure`, never 0). Exceptions it raises become Failures too. A call
+    that runs past `timeout` seconds (default: `referee.deadline.DEFAULT_TIMEOUT`) is stopped
+    and scores ``Failure("timeout")``, whether it loops, computes or awaits.
 
     Example:
         ```python
-        @referee.reward
+        @referee.reward(timeout=2)
         def short(rollout: referee.Rollout) -> float:
             return 1.0 if len(rollout.completion_text) < 200 else 0.0
         ```
@@ -93,7 +105,7 @@ def reward(
 
     def wrap(f: RewardFunction) -> FunctionReward | AsyncFunctionReward:
         if inspect.iscoroutinefunction(f):
-            return AsyncFunctionReward(f, name)
-        return FunctionReward(f, name)
+            return AsyncFunctionReward(f, name, timeout)
+        return FunctionReward(f, name, timeout)
 
     return wrap if fn is None else wrap(fn)

@@ -32,6 +32,15 @@ or decorate a function with `referee.reward`. In every case an exception raised 
 one rollout becomes a `Failure` on that rollout's `Score`; it never escapes into the training
 loop and is never turned into 0.
 
+Every reward scores under a deadline (`referee.deadline`): ``deadline_seconds`` per rollout
+(per group for a group reward), from its ``timeout``, else `DEFAULT_TIMEOUT`. Past it the
+rollout gets ``Failure("timeout")`` and the work is stopped; the rest of the batch is scored
+as usual. Set it with ``@referee.reward(timeout=2)``, a class attribute (``timeout = 2.0``; in
+a dataclass, ``timeout: ClassVar[float] = 2.0``), ``reward.timeout = 2.0``, or ``timeout: 2``
+in a spec. A reward that declares a ``timeout`` field of its own (`math_answer`, the code
+rewards) keeps that option's meaning, and its deadline is a backstop derived from it
+(`RewardBase.deadline_seconds`); a judge's derives from its client's timeout and retries.
+
 A reward made of rewards (a combination, a transform, `final_answer`) says what it contains
 with `children()`, a sequence of `Part`; `walk`, `needs_groups` and `top_components` answer
 questions about the whole tree from that one method, for built-in and user composites alike.
@@ -40,6 +49,7 @@ questions about the whole tree from that one method, for built-in and user compo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
@@ -48,12 +58,14 @@ from typing import Any, ClassVar, NamedTuple, Protocol, TypeAlias, TypeGuard, ru
 from pydantic import ConfigDict
 
 from referee._aio import run_sync
-from referee.errors import RewardError
+from referee.deadline import DEFAULT_TIMEOUT, each, run, within
+from referee.errors import RewardError, VerifierTimeout
 from referee.rollout import Rollout
 from referee.score import Score, check_value
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
+    "DEFAULT_TIMEOUT",
     "AsyncReward",
     "CheckReward",
     "Composite",
@@ -79,6 +91,16 @@ logger = logging.getLogger("referee")
 
 DEFAULT_CONCURRENCY = 64
 """How many rollouts an async reward scores at once when the caller does not say."""
+
+# A reward's own `timeout` field bounds its work itself; referee's deadline is a backstop
+# far enough past it that the reward's own handling (math_answer killing a stuck worker, a
+# sandbox case or a queue of them) always comes first.
+_BACKSTOP_FACTOR = 10.0
+_BACKSTOP_SLACK = 60.0
+# A judge call's worst case beyond its attempts: the extra 5s each attempt is given, and one
+# repair call when the first reply is not a valid verdict.
+_CALL_SLACK = 5.0
+_CALLS_PER_VERDICT = 2
 
 RewardResult: TypeAlias = Score | float | bool | None
 """What a reward function may return: a Score, a number, a bool (1.0/0.0), or None (no score)."""
@@ -126,6 +148,15 @@ class SyncReward(Reward, Protocol):
     def score_sync(self, rollout: Rollout) -> Score:
         """Score one rollout, blocking; never raises for a problem with the rollout."""
         ...
+
+
+@runtime_checkable
+class _CallLimits(Protocol):
+    """The time limits of a client a reward calls (a judge's `JudgeClient`)."""
+
+    timeout: float
+    retries: int
+    max_backoff: float
 
 
 class Part(NamedTuple):
@@ -224,12 +255,35 @@ def failure_from_exception(exc: Exception, where: str) -> Score:
 # --- the base classes ----------------------------------------------------------------------
 
 
+_OWN_TIMEOUT: dict[type[Any], bool] = {}
+
+
+def _owns_timeout(cls: type[Any]) -> bool:
+    """Whether a reward class declares a `timeout` field of its own (an option it enforces)."""
+    own = _OWN_TIMEOUT.get(cls)
+    if own is None:
+        own = _OWN_TIMEOUT[cls] = "timeout" in getattr(cls, "__dataclass_fields__", {})
+    return own
+
+
 class RewardBase(ABC):
     """What referee's base classes share: pickling of compiled state, the sync entry points,
-    and `children` (none, unless a composite says otherwise). Subclass it directly for a
-    reward that is neither a check, an async evaluation nor a group reward (a wrapper)."""
+    the deadline, and `children` (none, unless a composite says otherwise). Subclass it
+    directly for a reward that is neither a check, an async evaluation nor a group reward (a
+    wrapper).
+
+    Attributes:
+        name: The reward's name (components, failures and logs use it).
+        timeout: Seconds one rollout (a group, for a group reward) may take; None: the
+            default (`deadline_seconds`). A class attribute every reward has: set it on your
+            class, on an instance, or with ``timeout:`` in a spec.
+    """
 
     name: str
+    timeout: float | None = None
+    # (the `timeout` it was computed for, `deadline_seconds`): read once per timeout on the
+    # inline path, where a property call per rollout would be a measurable share of a check.
+    _deadline: tuple[object, float | None] = (object(), None)
     # Spec options are validated by pydantic against the reward's dataclass fields: an unknown
     # option is an error, not silently dropped. Fields typed `Reward` hold rewards.
     __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(
@@ -250,6 +304,35 @@ class RewardBase(ABC):
     def children(self) -> Sequence[Part]:
         """The rewards inside this one (none for a plain reward)."""
         return ()
+
+    @property
+    def deadline_seconds(self) -> float | None:
+        """Seconds referee lets one rollout (one group) take; None: no deadline of its own.
+
+        The rule, in order:
+
+        - a reward that declares a ``timeout`` field of its own (`math_answer`, the code
+          rewards) enforces that option itself; this is a backstop behind it,
+          ``10 * timeout + 60``;
+        - else ``timeout``, when set;
+        - else, for a reward calling a client with time limits (a judge), the client's worst
+          case: ``2 * ((retries + 1) * (timeout + 5) + retries * max_backoff)`` (two calls
+          when the first reply needs a repair; the defaults give 1130s);
+        - else `DEFAULT_TIMEOUT`.
+
+        Override it where a class knows better (a composite returns None: its parts carry
+        their own deadlines).
+        """
+        timeout = self.timeout
+        if _owns_timeout(type(self)):
+            return _BACKSTOP_FACTOR * timeout + _BACKSTOP_SLACK  # type: ignore[operator]
+        if timeout is not None:
+            return timeout
+        client = getattr(self, "client", None)
+        if client is not None and isinstance(client, _CallLimits):
+            call = (client.retries + 1) * (client.timeout + _CALL_SLACK)
+            return _CALLS_PER_VERDICT * (call + client.retries * client.max_backoff)
+        return DEFAULT_TIMEOUT
 
     @property
     def is_sync(self) -> bool:
@@ -279,7 +362,8 @@ class CheckReward(RewardBase):
     """Base class of CPU-bound rewards: implement `check(rollout)`; it runs inline, no threads.
 
     `score_batch` is a plain loop: for deterministic checks, event-loop tasks would cost more
-    than the check itself.
+    than the check itself. A check past its deadline (`deadline_seconds`) is interrupted
+    where it is and scores ``Failure("timeout")``.
     """
 
     @abstractmethod
@@ -291,9 +375,14 @@ class CheckReward(RewardBase):
         return True
 
     def score_sync(self, rollout: Rollout) -> Score:
-        """`check`, with exceptions and bad values turned into Failures."""
+        """`check` under the deadline, with exceptions and bad values turned into Failures."""
+        deadline = self._deadline
+        if deadline[0] is not self.timeout:
+            deadline = (self.timeout, self.deadline_seconds)
+            with contextlib.suppress(AttributeError):  # a slotted class keeps no cache
+                self._deadline = deadline
         try:
-            return coerce_result(self.check(rollout), self.name)
+            return coerce_result(run(self.check, rollout, deadline[1], self.name), self.name)
         except Exception as exc:
             return failure_from_exception(exc, self.name)
 
@@ -303,8 +392,7 @@ class CheckReward(RewardBase):
     async def score_batch(
         self, rollouts: Sequence[Rollout], *, concurrency: int | None = None
     ) -> list[Score]:
-        check = self.score_sync
-        return [check(r) for r in rollouts]
+        return each(self.score_sync, rollouts)
 
 
 async def gather_bounded(
@@ -337,7 +425,8 @@ class AsyncReward(RewardBase):
 
     async def score(self, rollout: Rollout) -> Score:
         try:
-            return coerce_result(await self.evaluate(rollout), self.name)
+            result = await within(self.evaluate(rollout), self.deadline_seconds, self.name)
+            return coerce_result(result, self.name)
         except Exception as exc:
             return failure_from_exception(exc, self.name)
 
@@ -383,8 +472,10 @@ class GroupRewardBase(RewardBase):
         """Score the attempts of one group, one result per rollout in order."""
 
     async def score_group(self, rollouts: Sequence[Rollout]) -> list[Score]:
+        """`evaluate_group` under the deadline (one per group: past it, every member fails)."""
         try:
-            results = list(await self.evaluate_group(rollouts))
+            work = self.evaluate_group(rollouts)
+            results = list(await within(work, self.deadline_seconds, self.name))
         except Exception as exc:
             failed = failure_from_exception(exc, self.name)
             return [failed] * len(rollouts)
@@ -426,6 +517,10 @@ def score(
 ) -> list[Score]:
     """Score rollouts from plain synchronous code: one Score per rollout, in order.
 
+    A sync reward scores inline, each rollout under its deadline (a reward of your own that
+    does not subclass referee's bases is bounded here, by its ``deadline_seconds`` or
+    ``timeout`` attribute, else `DEFAULT_TIMEOUT`).
+
     Example:
         ```python
         scores = referee.score(referee.load("spec.yaml"), rollouts)
@@ -433,6 +528,22 @@ def score(
     """
     items = list(rollouts)
     if is_sync(reward):
-        check = reward.score_sync
-        return [check(r) for r in items]
+        if isinstance(reward, RewardBase):
+            return each(reward.score_sync, items)  # it bounds its own checks
+        return each(_bounded(reward), items)
     return run_sync(reward.score_batch(items, concurrency=concurrency))
+
+
+def _bounded(reward: SyncReward) -> Callable[[Rollout], Score]:
+    """`reward.score_sync` under a deadline, for a reward that does not bound its own."""
+    seconds = getattr(reward, "deadline_seconds", None) or getattr(reward, "timeout", None)
+    limit = DEFAULT_TIMEOUT if seconds is None else float(seconds)
+    name, check = reward.name, reward.score_sync
+
+    def one(rollout: Rollout) -> Score:
+        try:
+            return run(check, rollout, limit, name)
+        except VerifierTimeout as exc:
+            return Score.failed("timeout", str(exc), name)
+
+    return one

@@ -15,8 +15,13 @@ or a combination of named components, each a reward (or a combination) with its 
       fields: {type: field_match, fields: {company: text, amount: {number: {rel_tol: 0.01}}},
                weight: 0.8}
 
-Any reward or combination may also take ``scale``, ``offset`` and ``clip: [low, high]``. A
-component written as a bare string is a type with default options (``valid: json_valid``).
+Any reward or combination may also take ``scale``, ``offset`` and ``clip: [low, high]``, and
+``timeout``: the seconds one rollout may take through it before it is stopped and scores
+``Failure("timeout")`` (default `referee.deadline.DEFAULT_TIMEOUT` per reward). A type with a
+``timeout`` option of its own (``math_answer``, the code rewards, a judge's client) keeps that
+option's meaning (see `RewardBase.deadline_seconds`). A combination's ``timeout`` bounds the
+whole of a rollout's inline scoring; its components must then all be sync. A component
+written as a bare string is a type with default options (``valid: json_valid``).
 Options ending in ``_file`` that hold relative paths resolve against the spec file's folder.
 
 Errors name the file, the key path, what was found and what would be valid.
@@ -37,14 +42,16 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 import referee.rewards  # noqa: F401  (the built-in types register as they are imported)
 from referee.compose import Combined, CombineMode, Component, NonePolicy, Transform
+from referee.deadline import check_timeout
 from referee.errors import SpecError
+from referee.judges import JudgeOptions
 from referee.registry import lookup, registered_types
-from referee.reward import GroupReward, Reward, SyncReward
+from referee.reward import GroupReward, Reward, RewardBase, SyncReward
 
 __all__ = ["load"]
 
 _COMBINE_KEYS = {"name", "description", "version", "combine", "components", "on_none",
-                 "none_value", "floor"}  # fmt: skip
+                 "none_value", "floor", "timeout"}  # fmt: skip
 _COMPONENT_KEYS = {"weight", "gate", "threshold"}
 _TRANSFORM_KEYS = {"scale", "offset", "clip"}
 _MODES: tuple[str, ...] = get_args(CombineMode)
@@ -107,6 +114,12 @@ def _option_names(cls: type[Any]) -> list[str]:
     if dataclasses.is_dataclass(cls):
         return [f.name for f in dataclasses.fields(cls) if f.init and f.name != "name"]
     return []
+
+
+def _owns_timeout(cls: type[Any]) -> bool:
+    """Whether a type's ``timeout`` is an option of its own (math_answer's, the code rewards',
+    a judge client's), rather than the deadline every reward takes."""
+    return "timeout" in _option_names(cls) or issubclass(cls, JudgeOptions)
 
 
 def _reward_options(cls: type[Any]) -> tuple[str, ...]:
@@ -190,6 +203,9 @@ class _Loader:
             if isinstance(options.get(key), Mapping):
                 options[key] = self.reward(options[key], (*path, key), key)
         allowed = _option_names(cls)
+        deadline = None
+        if "timeout" in options and not _owns_timeout(cls):
+            deadline = self.timeout(options.pop("timeout"), path)
         for key, value in options.items():
             if key.endswith("_file") and isinstance(value, str) and not os.path.isabs(value):
                 options[key] = str(self.base / value)
@@ -205,7 +221,31 @@ class _Loader:
             raise self.error(
                 f"type {kind!r} does not build a Reward", (*path, "type"), found=reward
             )
+        if deadline is not None:
+            self.set_timeout(reward, deadline, path, kind)
         return reward
+
+    def set_timeout(self, reward: Reward, seconds: float, path: Path_, kind: str) -> None:
+        """Give a built reward the deadline its spec set."""
+        if not isinstance(reward, RewardBase):
+            raise self.error(
+                f"type {kind!r} takes no timeout (its class bounds its own scoring)",
+                (*path, "timeout"),
+                found=seconds,
+            )
+        reward.timeout = seconds
+
+    def timeout(self, value: Any, path: Path_) -> float | None:
+        """A spec's ``timeout``: seconds, positive."""
+        try:
+            return check_timeout(value, "timeout")
+        except ValueError:
+            raise self.error(
+                "timeout must be a positive number of seconds",
+                (*path, "timeout"),
+                found=value,
+                expected="timeout: 2",
+            ) from None
 
     def _from_pydantic(
         self, exc: ValidationError, path: Path_, kind: str, allowed: list[str]
@@ -219,7 +259,7 @@ class _Loader:
                 f"unknown option for {kind}{more}",
                 (*path, *loc),
                 found=loc[-1] if loc else None,
-                expected=f"one of {', '.join(sorted(allowed + sorted(_COMPONENT_KEYS)))}",
+                expected=f"one of {', '.join(sorted({*allowed, *_COMPONENT_KEYS, 'timeout'}))}",
             )
         message = first["msg"]
         if message.startswith("Value error, "):
@@ -269,14 +309,19 @@ class _Loader:
         components = [
             self.component(key, value, (*path, "components", key)) for key, value in raw.items()
         ]
-        return Combined(
-            components=components,
-            mode=mode,
-            on_none=on_none,
-            none_value=self.number(data, "none_value", 0.0, path),
-            floor=self.number(data, "floor", 0.0, path),
-            name=name,
-        )
+        timeout = self.timeout(data.get("timeout"), path)
+        try:
+            return Combined(
+                components=components,
+                mode=mode,
+                on_none=on_none,
+                none_value=self.number(data, "none_value", 0.0, path),
+                floor=self.number(data, "floor", 0.0, path),
+                name=name,
+                timeout=timeout,
+            )
+        except ValueError as exc:
+            raise self.error(str(exc), (*path, "timeout"), found=timeout) from None
 
     def component(self, key: Any, value: Any, path: Path_) -> Component:
         if not isinstance(key, str) or not key:

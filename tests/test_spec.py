@@ -121,6 +121,27 @@ ERRORS = [
     ({"type": "json_schema", "schema": {"type": "nope"}}, "", ["not a valid JSON Schema"]),
     ({"type": "field_match", "fields": {"a": "numbr"}}, "fields.a", ["invalid value"]),
     ({"type": "length", "max_length": 10, "cache_length": 20}, "", ["cache_length"]),
+    # An unknown option still is one, and the message offers timeout with the rest.
+    ({"type": "json_valid", "timeut": 2}, "timeut", ["unknown option", "timeout"]),
+    ({"type": "json_valid", "timeout": 0}, "timeout", ["positive number of seconds", "0"]),
+    ({"type": "json_valid", "timeout": "2s"}, "timeout", ["positive number of seconds", "2s"]),
+    (
+        {"components": {"a": "json_valid"}, "timeout": -1},
+        "timeout",
+        ["positive number of seconds"],
+    ),
+    # A combination's timeout bounds inline scoring: a judge in it cannot be bounded so.
+    (
+        {
+            "timeout": 2,
+            "components": {
+                "a": "json_valid",
+                "j": {"type": "rubric_judge", "rubric": "helpfulness", "model": "openai/x"},
+            },
+        },
+        "timeout",
+        ["cannot score inline", "j", "set timeout on the components"],
+    ),
 ]
 
 
@@ -191,3 +212,29 @@ def test_plugin_reward_type_from_entry_point(
     assert "shout" in referee.registered_types()
     monkeypatch.delitem(sys.modules, "referee_test_plugin")
     registry._types.pop("shout", None)
+
+
+def test_timeout_is_an_option_of_every_reward() -> None:
+    leaf = referee.load({"type": "regex", "regex": "a", "timeout": 2})
+    assert leaf.timeout == 2.0 and leaf.deadline_seconds == 2.0  # type: ignore[attr-defined]
+    assert referee.load({"type": "regex", "regex": "a"}).timeout is None  # type: ignore[attr-defined]
+    combined = referee.load({
+        "timeout": 1.5,
+        "components": {"a": {"type": "json_valid", "timeout": 0.5}, "b": "json_valid"},
+    })  # fmt: skip
+    assert isinstance(combined, Combined) and combined.timeout == 1.5
+    assert [c.reward.timeout for c in combined.components] == [0.5, None]  # type: ignore[attr-defined]
+    scaled = referee.load({"type": "json_valid", "timeout": 3, "scale": 2})
+    assert isinstance(scaled, Transform) and scaled.reward.timeout == 3.0  # type: ignore[attr-defined]
+
+
+def test_a_timeout_of_its_own_keeps_its_meaning() -> None:
+    # math_answer's timeout bounds its comparison; the deadline is a backstop behind it.
+    math = referee.load({"type": "math_answer", "timeout": 2})
+    assert isinstance(math, MathAnswer) and math.timeout == 2.0
+    assert math.deadline_seconds == 80.0
+    # A judge's flat timeout is its client's, per attempt; its deadline derives from it.
+    spec = {"type": "rubric_judge", "rubric": "helpfulness", "model": "openai/x", "timeout": 7}
+    judge = referee.load(spec)
+    assert judge.client.timeout == 7.0 and judge.timeout is None  # type: ignore[attr-defined]
+    assert judge.deadline_seconds == 2 * (5 * (7 + 5) + 4 * 60.0)  # type: ignore[attr-defined]

@@ -11,11 +11,20 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from referee.errors import NotApplicable
+from referee.deadline import DEFAULT_TIMEOUT, check_timeout, each, run
+from referee.errors import NotApplicable, VerifierTimeout
 from referee.registry import register
-from referee.reward import CheckReward, Part, Reward, RewardBase, is_sync
+from referee.reward import (
+    CheckReward,
+    Part,
+    Reward,
+    RewardBase,
+    SyncReward,
+    failure_from_exception,
+    is_sync,
+)
 from referee.rollout import Rollout
 from referee.score import Score
 from referee.steps import Fold, fold_steps
@@ -231,14 +240,27 @@ class FinalAnswer(RewardBase):
 
     ``{type: final_answer, reward: {type: math_answer}}``: the inner reward sees a rollout
     whose completion is the final answer's text, its prompt, reference and metadata unchanged.
+
+    Attributes:
+        timeout: Seconds one rollout may take through final_answer, reading the trajectory
+            and the inner reward's scoring together (the inner reward must be sync). None:
+            reading the trajectory is bounded by `DEFAULT_TIMEOUT`, the inner reward by its
+            own deadline.
     """
 
     reward: Reward
     name: str = "final_answer"
+    timeout: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.reward, Reward):
             raise TypeError("final_answer needs a reward to apply, e.g. reward: {type: ...}")
+        self.timeout = check_timeout(self.timeout, self.name)
+        if self.timeout is not None and not is_sync(self.reward):
+            raise ValueError(
+                f"{self.name}: a timeout on final_answer bounds inline scoring, but "
+                f"{self.reward.name} cannot score inline; set timeout on the inner reward"
+            )
 
     def children(self) -> Sequence[Part]:
         return [Part("reward", self.reward)]
@@ -247,15 +269,37 @@ class FinalAnswer(RewardBase):
     def is_sync(self) -> bool:
         return is_sync(self.reward)
 
+    @property
+    def deadline_seconds(self) -> float | None:
+        """`timeout`: final_answer's own bound, if any (the inner reward carries its own)."""
+        return self.timeout
+
     def _answer(self, rollout: Rollout) -> Rollout:
         text = trajectory(rollout).final_answer
         return rollout.model_copy(update={"completion": text})
 
+    def _read(self, rollout: Rollout) -> Rollout | Score:
+        """The rollout the inner reward sees, or the Failure of reading its trajectory."""
+        try:
+            return run(self._answer, rollout, DEFAULT_TIMEOUT, self.name)
+        except Exception as exc:
+            return failure_from_exception(exc, self.name)
+
+    def _score_inline(self, rollout: Rollout) -> Score:
+        answer = self._read(rollout)
+        if isinstance(answer, Score):
+            return answer
+        return cast(SyncReward, self.reward).score_sync(answer)
+
     def score_sync(self, rollout: Rollout) -> Score:
-        inner = self.reward
-        if not is_sync(inner):
+        if not is_sync(self.reward):
             return super().score_sync(rollout)
-        return inner.score_sync(self._answer(rollout))
+        if self.timeout is None:
+            return self._score_inline(rollout)
+        try:
+            return run(self._score_inline, rollout, self.timeout, self.name)
+        except VerifierTimeout as exc:
+            return Score.failed("timeout", str(exc), self.name)
 
     async def score(self, rollout: Rollout) -> Score:
         return (await self.score_batch([rollout]))[0]
@@ -263,7 +307,9 @@ class FinalAnswer(RewardBase):
     async def score_batch(
         self, rollouts: Sequence[Rollout], *, concurrency: int | None = None
     ) -> list[Score]:
-        inner: list[Score] = await self.reward.score_batch(
-            [self._answer(r) for r in rollouts], concurrency=concurrency
-        )
-        return inner
+        if is_sync(self.reward):
+            return each(self.score_sync, rollouts)
+        read = each(self._read, rollouts)
+        answers = [a for a in read if not isinstance(a, Score)]
+        scored = iter(await self.reward.score_batch(answers, concurrency=concurrency))
+        return [a if isinstance(a, Score) else next(scored) for a in read]
