@@ -25,6 +25,17 @@ rollout that fails validation (the message names its index and field), 413 for a
 costs one log line, not a traceback. Requests are scored at most ``max_concurrent`` at a time
 (others wait); on SIGTERM or SIGINT the server stops taking requests, finishes those in flight,
 then exits.
+
+Stuck rewards do not stop the server. Every rollout scores under its reward's deadline (a
+stuck one gets ``Failure("timeout")`` and its work is stopped), and a request still being
+scored `SLOW_AFTER` seconds after it started gives its slot back and finishes in a slow lane
+of ``max_concurrent`` more, so requests stuck until their deadline do not make fast ones wait
+for it. At most twice ``max_concurrent`` requests are scored at once; when the slow lane is
+full a slow request keeps its slot. A sync reward scores in the service's own threads, one per
+request it may run at once. Those threads share the interpreter lock with the event loop: a
+check computing until its deadline slows every request while it runs (``referee serve`` sets
+a switch interval of 1ms, not 5, so the loop gets the lock back sooner; measured in
+``benchmarks/bench_deadline.py``).
 """
 
 from __future__ import annotations
@@ -36,6 +47,7 @@ import math
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,6 +72,8 @@ logger = logging.getLogger("referee.serve")
 
 DEFAULT_MAX_BATCH = 10_000
 DEFAULT_MAX_CONCURRENT = 8
+SLOW_AFTER = 0.1
+"""Seconds after which a request still being scored moves to the slow lane (module docstring)."""
 
 
 class _BadRequest(Exception):
@@ -95,6 +109,8 @@ class RewardService:
         max_concurrent: How many requests are scored at once; more wait their turn.
         failure_value: What OpenRLHF gets for a rollout with no score.
         concurrency: How many rollouts an async reward scores at once within a request.
+        slow_after: Seconds after which a request still being scored gives its slot back
+            (`SLOW_AFTER`; see the module docstring).
     """
 
     reward: Reward
@@ -102,12 +118,15 @@ class RewardService:
     max_concurrent: int = DEFAULT_MAX_CONCURRENT
     failure_value: float = 0.0
     concurrency: int | None = None
+    slow_after: float = SLOW_AFTER
     in_flight: int = field(default=0, init=False)
     closing: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         self._sync = is_sync(self.reward)
         self._slots: asyncio.Semaphore | None = None
+        self._slow = 0  # requests in the slow lane
+        self._threads: ThreadPoolExecutor | None = None
         names = [n for n, _ in top_components(self.reward) if n != self.reward.name]
         self._component_keys = names
 
@@ -183,13 +202,43 @@ class RewardService:
             self._slots = asyncio.Semaphore(self.max_concurrent)
         self.in_flight += 1
         try:
-            async with self._slots:
-                if self._sync:
-                    # A CPU-bound batch runs off the event loop, so /health still answers.
-                    return await asyncio.to_thread(score_rollouts, self.reward, rollouts)
-                return await self.reward.score_batch(rollouts, concurrency=self.concurrency)
+            await self._slots.acquire()
+            held = True
+            try:
+                work = asyncio.ensure_future(self._run(rollouts))
+                done, _ = await asyncio.wait([work], timeout=self.slow_after)
+                if done or self._slow >= self.max_concurrent:
+                    return await work
+                # Slow (stuck until its deadline, or a big batch): give the slot back.
+                self._slots.release()
+                held = False
+                self._slow += 1
+                try:
+                    return await work
+                finally:
+                    self._slow -= 1
+            finally:
+                if held:
+                    self._slots.release()
         finally:
             self.in_flight -= 1
+
+    async def _run(self, rollouts: list[Rollout]) -> list[Score]:
+        if not self._sync:
+            return await self.reward.score_batch(rollouts, concurrency=self.concurrency)
+        if self._threads is None:  # both lanes: a thread for every request that may run
+            self._threads = ThreadPoolExecutor(
+                2 * self.max_concurrent, thread_name_prefix="referee-serve"
+            )
+        # A CPU-bound batch runs off the event loop, so /health still answers.
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._threads, score_rollouts, self.reward, rollouts)
+
+    def close(self) -> None:
+        """Let the service's threads go (after the last request)."""
+        if self._threads is not None:
+            self._threads.shutdown(wait=False)
+            self._threads = None
 
     # --- endpoints --------------------------------------------------------------------------
 
@@ -294,6 +343,7 @@ async def serve(
     max_batch: int = DEFAULT_MAX_BATCH,
     max_concurrent: int = DEFAULT_MAX_CONCURRENT,
     failure_value: float = 0.0,
+    slow_after: float = SLOW_AFTER,
     shutdown_timeout: float = 60.0,
     ready: Callable[[str], None] | None = None,
     stop: asyncio.Event | None = None,
@@ -307,6 +357,7 @@ async def serve(
         max_batch=max_batch,
         max_concurrent=max_concurrent,
         failure_value=failure_value,
+        slow_after=slow_after,
     )
     runner = web.AppRunner(service.app(), shutdown_timeout=shutdown_timeout, access_log=None)
     await runner.setup()
@@ -336,3 +387,4 @@ async def serve(
         for sig in handled:
             loop.remove_signal_handler(sig)
         await runner.cleanup()
+        service.close()

@@ -299,7 +299,8 @@ def test_requests_wait_for_a_slot(serve: Any) -> None:
         return dataclasses.replace(letter_judge(req), delay=0.5)
 
     with FakeJudgeServer(slow) as judge:
-        server = serve(judge_spec(judge), "--max-concurrent", "1")
+        # --slow-after: the first request (a cold judge client) must not give its slot back.
+        server = serve(judge_spec(judge), "--max-concurrent", "1", "--slow-after", "60")
         results: list[tuple[int, Any]] = []
         one = {"rollouts": [{"prompt": "q", "completion": "hello"}]}
         threads = [threading.Thread(target=lambda: results.append(request(server.url + "/score",

@@ -1,0 +1,201 @@
+"""What a stuck reward costs: a timed-out rollout, and a server whose slots are full of them.
+
+1. A timed-out rollout. A check that loops for ever on one input, `timeout` T:
+   - referee: `referee.score` on that rollout. Printed: how late the Failure comes after the
+     deadline, and the process's CPU in the second after it (the runaway check was stopped,
+     so about 0);
+   - baseline: the fix verl, compose-rl and miles ship, `ThreadPoolExecutor.submit(check)`
+     then `.result(timeout=T)`: the caller gets its TimeoutError on time, but the check's
+     thread goes on computing (printed: its CPU in the second after).
+   The same for async rewards under referee: one awaiting for ever, one computing without
+   awaiting.
+2. `referee serve` (its own process) with `max_concurrent` requests whose rewards are stuck at
+   all times (each re-sent as soon as its timeout comes back), and normal one-rollout requests
+   from 4 clients in a closed loop: their p50/p99 latency, against the same normal load with
+   nothing stuck, same run.
+
+Usage: python benchmarks/bench_deadline.py [--timeout 0.5] [--window 6]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import referee  # noqa: E402
+from referee import Rollout  # noqa: E402
+
+RUNNING = [True]  # the baseline's runaway check looks at it, so the benchmark can end it
+
+
+def spin(rollout: Rollout) -> float:
+    """A check that loops on the completion "loop" (until the benchmark says stop)."""
+    n = 0
+    while rollout.completion_text == "loop" and RUNNING[0]:
+        n += 1
+    return 1.0
+
+
+async def awaits_for_ever(rollout: Rollout) -> float:
+    if rollout.completion_text == "loop":
+        await asyncio.sleep(3600)
+    return 1.0
+
+
+async def computes_without_awaiting(rollout: Rollout) -> float:
+    await asyncio.sleep(0)
+    return spin(rollout)
+
+
+def cpu_in_the_next(seconds: float) -> float:
+    """The process's CPU seconds (all threads) over the next `seconds` of wall time."""
+    start = time.process_time()
+    time.sleep(seconds)
+    return time.process_time() - start
+
+
+def timed_out_rollout(seconds: float, repeats: int = 5) -> None:
+    print(f"1. a rollout whose check never returns, timeout {seconds:g}s ({repeats} runs)")
+    loop = [Rollout(completion="loop")]
+    for label, fn in [
+        ("sync check", spin),
+        ("async, awaiting for ever", awaits_for_ever),
+        ("async, computing without awaiting", computes_without_awaiting),
+    ]:
+        reward = referee.reward(timeout=seconds)(fn)
+        late = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            [score] = referee.score(reward, loop)
+            late.append(time.perf_counter() - start - seconds)
+            assert score.failure is not None, score
+            assert score.failure.type == "timeout", score
+        cpu = cpu_in_the_next(1.0)
+        median, most = statistics.median(late) * 1e3, max(late) * 1e3
+        print(f"  referee, {label}: Failure {median:.0f} ms after the deadline "
+              f"(max {most:.0f} ms); CPU in the second after: {cpu:.2f}s")  # fmt: skip
+
+    late = []
+    with ThreadPoolExecutor(1) as pool:
+        start = time.perf_counter()
+        future = pool.submit(spin, loop[0])
+        try:
+            future.result(timeout=seconds)
+        except FutureTimeout:
+            late.append(time.perf_counter() - start - seconds)
+        cpu = cpu_in_the_next(1.0)
+        RUNNING[0] = False  # end the runaway thread, or the pool never shuts down
+    print(f"  baseline (a thread pool's result(timeout)), sync check: TimeoutError "
+          f"{late[0] * 1e3:.0f} ms after the deadline; CPU in the second after: {cpu:.2f}s "
+          f"(its thread still computes)")  # fmt: skip
+    RUNNING[0] = True
+
+
+# --- 2. the server -------------------------------------------------------------------------
+
+SERVER = r"""
+import asyncio, sys
+sys.path.insert(0, sys.argv[1])
+import referee
+from benchmarks.bench_deadline import spin
+from referee.backends.server import serve
+from referee.cli import SWITCH_INTERVAL
+sys.setswitchinterval(SWITCH_INTERVAL)  # as `referee serve` does
+reward = referee.reward(timeout=float(sys.argv[2]))(spin)
+asyncio.run(serve(reward, port=0, ready=lambda url: print(url, flush=True)))
+"""
+
+
+def post(url: str, completion: str) -> None:
+    body = json.dumps({"rollouts": [{"completion": completion}]}).encode()
+    req = urllib.request.Request(url + "/score", data=body, method="POST",
+                                 headers={"content-type": "application/json"})  # fmt: skip
+    with urllib.request.urlopen(req, timeout=600) as response:
+        response.read()
+
+
+def normal_latencies(url: str, window: float, clients: int = 4) -> list[float]:
+    """Latencies of one-rollout requests from `clients` closed-loop clients over `window`."""
+    out: list[float] = []
+    end = time.monotonic() + window
+
+    def client() -> None:
+        while time.monotonic() < end:
+            start = time.perf_counter()
+            post(url, "fine")
+            out.append(time.perf_counter() - start)
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+def percentiles(values: list[float]) -> tuple[float, float]:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2], ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+def server_under_stuck_requests(seconds: float, window: float, slots: int = 8) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", SERVER, str(ROOT), str(seconds)],
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        normal_latencies(url, 1.0)  # warm up
+        calm = normal_latencies(url, window)
+        stop = threading.Event()
+        stuck_done = [0]
+
+        def stuck_client() -> None:
+            while not stop.is_set():
+                post(url, "loop")
+                stuck_done[0] += 1
+
+        stuck = [threading.Thread(target=stuck_client) for _ in range(slots)]
+        for t in stuck:
+            t.start()
+        time.sleep(0.2)  # every slot taken
+        busy = normal_latencies(url, window)
+        stop.set()
+        for t in stuck:
+            t.join()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    p50, p99 = percentiles(calm)
+    b50, b99 = percentiles(busy)
+    print(f"2. referee serve, max_concurrent {slots}, reward timeout "
+          f"{seconds:g}s, normal one-rollout requests from 4 clients for {window:g}s")  # fmt: skip
+    print(f"  nothing stuck: {len(calm)} requests, p50 {p50 * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms")
+    print(f"  {slots} stuck requests at all times ({stuck_done[0]} timed out meanwhile): "
+          f"{len(busy)} requests, p50 {b50 * 1e3:.1f} ms, p99 {b99 * 1e3:.1f} ms")  # fmt: skip
+    print(f"  ratio stuck/calm: p50 {b50 / p50:.1f}x, p99 {b99 / p99:.1f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--timeout", type=float, default=0.5)
+    parser.add_argument("--window", type=float, default=6.0)
+    args = parser.parse_args()
+    timed_out_rollout(args.timeout)
+    server_under_stuck_requests(max(args.timeout, 2.0), args.window)
+
+
+if __name__ == "__main__":
+    main()

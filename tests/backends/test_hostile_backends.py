@@ -1,0 +1,131 @@
+"""The hostile battery through the trainers' entry points: TRL's reward functions, verl's
+`compute_score` and `referee serve`. Each input gives the trainer a number (or TRL's None, or
+the server's null with a Failure) within the reward's deadline, never a hang or a crash.
+
+A selection of `tests.rewards.test_hostile.HOSTILE` (the full battery runs per type there) on a
+few types: a gated spec, a math check, the catastrophic pattern from a spec, and a user's
+function that loops on one input.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import referee
+from referee import Rollout
+from referee.backends import verl as rv
+from referee.backends.trl import reward_funcs
+from tests.backends.test_server_stuck import post, running
+from tests.rewards.test_hostile import GUARD, HOSTILE
+
+INPUTS = {
+    label: HOSTILE[label]
+    for label in (
+        "20 MB of words",
+        "JSON nested 200,000 deep",
+        "a 5,000-digit integer",
+        "a huge power",
+        "lone surrogates (undecodable bytes)",
+        "NUL and control characters",
+        "zero-width and right-to-left",
+        "ReDoS: a run with no end",
+    )
+} | {"a user's check loops on it": "loop"}
+
+
+@referee.reward(timeout=0.5)
+def loops(rollout: Rollout) -> float:
+    """A user's check that never returns on the completion "loop"."""
+    while rollout.completion_text == "loop":
+        pass
+    return 1.0
+
+
+REWARDS: dict[str, referee.Reward] = {
+    "gated spec": referee.load({
+        "name": "extraction", "combine": "weighted",
+        "components": {
+            "valid": {"type": "json_schema", "schema": {"type": "object"}, "gate": True,
+                      "weight": 0.2},
+            "fields": {"type": "field_match", "fields": {"a": "number"}, "weight": 0.8},
+        },
+    }),
+    "math_answer": referee.load({"type": "math_answer", "timeout": 2.0}),
+    "regex ^(a+)+$": referee.load({"type": "regex", "regex": r"^(a+)+$"}),
+    "user loop": loops,
+}  # fmt: skip
+REFERENCE: dict[str, Any] = {"gated spec": {"a": 1}, "math_answer": "1"}
+
+
+def guarded(fn: Callable[[], Any]) -> Any:
+    """``fn()`` in a thread of its own; a hang fails the test instead of the suite."""
+    out: list[Any] = []
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            out.append(fn())
+        except BaseException as exc:  # re-raised in the test's thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(GUARD)
+    assert not thread.is_alive(), f"no answer within {GUARD:g}s"
+    if errors:
+        raise errors[0]
+    return out[0]
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[dict[str, str]]:
+    with (
+        running(REWARDS["gated spec"]) as spec,
+        running(REWARDS["math_answer"]) as math_answer,
+        running(REWARDS["regex ^(a+)+$"]) as regex,
+        running(loops) as loop,
+    ):
+        yield {"gated spec": spec, "math_answer": math_answer, "regex ^(a+)+$": regex,
+               "user loop": loop}  # fmt: skip
+
+
+STUCK = ("user loop", "a user's check loops on it")  # a timeout, surely
+CASES = [(r, i) for r in REWARDS for i in INPUTS]
+IDS = [f"{r}-{i}" for r, i in CASES]
+
+
+@pytest.mark.parametrize(("name", "label"), CASES, ids=IDS)
+def test_trl(name: str, label: str) -> None:
+    [fn] = reward_funcs(REWARDS[name], log_metrics=False)
+    reference = REFERENCE.get(name)
+    values = guarded(lambda: fn(prompts=["p"], completions=[INPUTS[label]], reference=[reference]))
+    [value] = values
+    assert value is None or math.isfinite(value)  # None: TRL's NaN, masked out of the mean
+    if (name, label) == STUCK:
+        assert value is None
+
+
+@pytest.mark.parametrize(("name", "label"), CASES, ids=IDS)
+def test_verl_compute_score(name: str, label: str) -> None:
+    reward = REWARDS[name]
+    result = guarded(lambda: rv.compute_score("x", INPUTS[label], REFERENCE.get(name), spec=reward))
+    assert math.isfinite(result["score"])  # verl's reward tensor takes a number
+    assert result["referee_failed"] in (0.0, 1.0)
+    if (name, label) == STUCK:
+        assert result["referee_failed"] == 1.0 and result["score"] == rv.DEFAULT_FAILURE_VALUE
+
+
+@pytest.mark.parametrize(("name", "label"), CASES, ids=IDS)
+def test_http_server(servers: dict[str, str], name: str, label: str) -> None:
+    rollout = {"completion": INPUTS[label], "reference": REFERENCE.get(name)}
+    [score] = guarded(lambda: post(servers[name] + "/score", {"rollouts": [rollout]}))["scores"]
+    assert (score["reward"] is None) == (score["failure"] is not None)
+    if score["failure"] is not None:
+        assert score["failure"]["type"] in {"timeout", "not_applicable"}, score["failure"]
+    if (name, label) == STUCK:
+        assert score["failure"]["type"] == "timeout"

@@ -1,0 +1,128 @@
+"""`referee serve` while rewards are stuck: the stuck requests fail at their deadline, give
+back their slots and threads, and the server goes on answering.
+
+Times here are hang guards; no test asserts how fast anything is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+pytest.importorskip(
+    "aiohttp", reason="the serve extra is not installed (pip install 'referee[serve]')"
+)
+
+import referee
+from referee import Rollout
+from referee.backends.server import serve as serve_reward
+
+HANG = 60.0
+
+spins = [0]  # loop iterations of the stuck checks: it stops growing when they are stopped
+
+
+@referee.reward(timeout=0.5)
+def loops_on_request(rollout: Rollout) -> float:
+    """Loops for ever on the completion "loop"; 1.0 otherwise."""
+    while rollout.completion_text == "loop":
+        spins[0] += 1
+    return 1.0
+
+
+@referee.reward(timeout=0.5)
+async def computes_on_request(rollout: Rollout) -> float:
+    """An async reward that, on "loop", computes for ever without awaiting."""
+    await asyncio.sleep(0)
+    while rollout.completion_text == "loop":
+        spins[0] += 1
+    return 1.0
+
+
+@contextmanager
+def running(reward: referee.Reward, **options: Any) -> Iterator[str]:
+    """`serve(reward)` in a thread of this process; yields its base URL."""
+    urls: list[str] = []
+    started = threading.Event()
+    box: dict[str, Any] = {}
+
+    async def main() -> None:
+        box["loop"], box["stop"] = asyncio.get_running_loop(), asyncio.Event()
+        await serve_reward(reward, port=0, ready=lambda url: (urls.append(url), started.set()),
+                           stop=box["stop"], shutdown_timeout=5, **options)  # fmt: skip
+
+    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
+    thread.start()
+    assert started.wait(timeout=HANG)
+    try:
+        yield urls[0]
+    finally:
+        box["loop"].call_soon_threadsafe(box["stop"].set)
+        thread.join(timeout=HANG)
+
+
+def post(url: str, body: Any) -> Any:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                 headers={"content-type": "application/json"})  # fmt: skip
+    with urllib.request.urlopen(req, timeout=HANG) as response:
+        return json.loads(response.read())
+
+
+def one(completion: str) -> dict[str, Any]:
+    return {"rollouts": [{"id": completion, "completion": completion}]}
+
+
+@pytest.mark.parametrize("reward", [loops_on_request, computes_on_request], ids=["sync", "async"])
+def test_stuck_requests_fail_at_the_deadline_and_the_server_goes_on(reward: Any) -> None:
+    slots = 2
+    with running(reward, max_concurrent=slots) as url, ThreadPoolExecutor(slots + 1) as pool:
+        stuck = [pool.submit(post, url + "/score", one("loop")) for _ in range(slots)]
+        # Every slot is taken by a stuck request; a normal one is answered all the same.
+        normal = pool.submit(post, url + "/score", one("fine"))
+        assert normal.result(timeout=HANG)["scores"][0]["reward"] == 1.0
+        for future in stuck:
+            [score] = future.result(timeout=HANG)["scores"]
+            assert score["reward"] is None
+            assert score["failure"]["type"] == "timeout"
+            assert "ran past its deadline" in score["failure"]["message"]
+        # OpenRLHF's endpoint, the same: the failure value, and the failure flagged.
+        body = post(url + "/get_reward", {"query": ["loop", "fine"]})
+        assert body["rewards"] == [0.0, 1.0]
+        assert body["extra_logs"]["referee_failed"] == [1.0, 0.0]
+        # Nothing keeps computing after the answers: the stuck checks were stopped.
+        before = spins[0]
+        time.sleep(0.3)
+        assert spins[0] == before
+        # The slots came back: as many requests as slots are served at once again.
+        again = [pool.submit(post, url + "/score", one("fine")) for _ in range(slots + 1)]
+        assert [f.result(timeout=HANG)["scores"][0]["reward"] for f in again] == [1.0] * 3
+
+
+def test_a_slow_request_gives_its_slot_back() -> None:
+    """One slot, held by a request stuck until released: a fast request is served meanwhile."""
+    release = threading.Event()
+
+    @referee.reward(timeout=HANG)
+    async def waits(rollout: Rollout) -> float:
+        while rollout.completion_text == "loop" and not release.is_set():
+            await asyncio.sleep(0.01)
+        return 1.0
+
+    with running(waits, max_concurrent=1, slow_after=0.05) as url, ThreadPoolExecutor(1) as pool:
+        stuck = pool.submit(post, url + "/score", one("loop"))
+        health = urllib.request.Request(url + "/health")
+        while json.loads(urllib.request.urlopen(health, timeout=HANG).read())["in_flight"] < 1:
+            time.sleep(0.01)
+        assert post(url + "/score", one("fine"))["scores"][0]["reward"] == 1.0
+        assert not stuck.done()
+        release.set()
+        assert stuck.result(timeout=HANG)["scores"][0]["reward"] == 1.0
