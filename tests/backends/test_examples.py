@@ -106,3 +106,13 @@ def test_verl_command_line_keys_reach_referee() -> None:
     grouped = compose([*overrides(script), *overrides(script, commented=True)])
     assert resolve_reward_manager_cls(grouped) is rv.RefereeRewardLoopManager
     assert rv._options(grouped)["spec"] == str(script.parent / "group_spec.yaml")
+
+
+def test_unsloth_example_compiles_and_its_reward_part_imports() -> None:
+    """Unsloth cannot run here (it needs a GPU): the script compiles, and what it takes from
+    referee and TRL exists (its reward call is TRL's own, see the script's docstring)."""
+    source = (EXAMPLES / "unsloth_grpo.py").read_text()
+    compile(source, "unsloth_grpo.py", "exec")
+    imports = [ln for ln in source.splitlines() if ln.startswith(("from trl", "from referee"))]
+    assert len(imports) == 2
+    exec("\n".join(imports), {})
