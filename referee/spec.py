@@ -45,6 +45,7 @@ from referee.compose import Combined, CombineMode, Component, NonePolicy, Transf
 from referee.deadline import check_timeout
 from referee.errors import SpecError
 from referee.judges import JudgeOptions
+from referee.judges.options import CLIENT_OPTIONS
 from referee.registry import lookup, registered_types
 from referee.reward import GroupReward, Reward, RewardBase, SyncReward
 
@@ -255,11 +256,17 @@ class _Loader:
         loc = tuple(p for p in first["loc"] if not _is_union_tag(p))
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         if first["type"] == "unexpected_keyword_argument" or first["type"] == "extra_forbidden":
+            known = {*allowed, *_COMPONENT_KEYS, "timeout"}
+            if "client" in allowed:  # a judge takes its client's options flat too
+                known |= CLIENT_OPTIONS
+            found = loc[-1] if loc else None
+            close = difflib.get_close_matches(str(found), known, n=1) if found else []
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
             return self.error(
-                f"unknown option for {kind}{more}",
+                f"unknown option for {kind}{hint}{more}",
                 (*path, *loc),
-                found=loc[-1] if loc else None,
-                expected=f"one of {', '.join(sorted({*allowed, *_COMPONENT_KEYS, 'timeout'}))}",
+                found=found,
+                expected=f"one of {', '.join(sorted(known))}",
             )
         message = first["msg"]
         if message.startswith("Value error, "):

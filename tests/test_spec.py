@@ -84,7 +84,17 @@ ERRORS = [
         "type",
         ["unknown reward type", "did you mean 'json_schema'", "json_valid"],
     ),
-    ({"type": "json_valid", "extrct": "first"}, "extrct", ["unknown option", "extract"]),
+    (
+        {"type": "json_valid", "extrct": "first"},
+        "extrct",
+        ["unknown option", "did you mean 'extract'"],
+    ),
+    # A judge takes its client's options flat: they are among those offered.
+    (
+        {"type": "rubric_judge", "rubric": "helpfulness", "model": "openai/j", "max_in_fligth": 4},
+        "max_in_fligth",
+        ["unknown option", "did you mean 'max_in_flight'", "api_base", "retries"],
+    ),
     (
         {"type": "json_valid", "extract": "fence"},
         "extract",
