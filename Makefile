@@ -12,6 +12,11 @@ install:
 	# BFCL's data and AST checker, for tool_call_match's agreement test. --no-deps: its
 	# requirements are every model provider's SDK (and a CUDA torch), which the checker needs not.
 	$(PY) -m pip install -q --no-deps "bfcl-eval==2026.3.23"
+	# OpenRLHF's own reward client and reward_func loader, for tests/backends/test_openrlhf.py.
+	# --no-deps: it pins deepspeed, flash-attn, vllm, ray and transformers; the module the tests
+	# import (openrlhf.utils.agent) needs only aiohttp, torch, transformers, sympy and
+	# pylatexenc, which the trainers extra already brings.
+	$(PY) -m pip install -q --no-deps "openrlhf==0.11.2"
 	# Axolotl's own reward-function loader, for tests/backends/test_axolotl.py. --no-deps: it
 	# pins trl 1.9 and a CUDA torch; its GRPO module needs only these three besides.
 	$(PY) -m pip install -q --no-deps "axolotl==0.19.0" "addict==2.4.0" "numba==0.68.1" "llvmlite==0.50.0"

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from pydantic import ValidationError
@@ -39,6 +40,9 @@ from referee.rollouts.run import (
 from referee.rollouts.scored import ScoredRow
 from referee.rollouts.summary import Summary
 from referee.spec import load
+
+if TYPE_CHECKING:
+    from referee.backends.openrlhf import EndMarkers
 
 __all__ = ["main"]
 
@@ -556,6 +560,55 @@ def demo(width: int) -> None:
             console.print(summary_table)
 
 
+def _end_marker_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The options that say what OpenRLHF's end-of-turn markers are (`_end_markers`)."""
+    options = [
+        click.option(
+            "--end-marker", "end_marker", multiple=True, metavar="TEXT",
+            help="Strip TEXT from the end of each OpenRLHF response (repeatable). Replaces the "
+            "built-in list: the end-of-turn, end-of-text and pad tokens of the common chat "
+            "templates (ChatML, Llama 3, Mistral/Llama 2, Gemma, Phi, plain EOS).",
+        ),
+        click.option(
+            "--tokenizer", type=click.Path(exists=True, file_okay=False),
+            help="Strip the policy model's own markers, read from its tokenizer directory "
+            "(EOS, pad, the chat template's end of turn). Replaces the built-in list; "
+            "with --end-marker, both. Needs transformers.",
+        ),
+        click.option(
+            "--strip-markers/--no-strip-markers", default=True, show_default=True,
+            help="Strip end markers from OpenRLHF responses at all.",
+        ),
+    ]  # fmt: skip
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _end_markers(end_marker: tuple[str, ...], tokenizer: str | None, strip: bool) -> EndMarkers:
+    """What the marker options ask for, or a usage error that says why not."""
+    from referee.backends.openrlhf import EndMarkers
+
+    if not strip:
+        if end_marker or tokenizer:
+            raise click.UsageError(
+                "--no-strip-markers strips nothing: drop --end-marker/--tokenizer"
+            )
+        return EndMarkers.none()
+    if not end_marker and tokenizer is None:
+        return EndMarkers()
+    found: tuple[str, ...] = ()
+    if tokenizer is not None:
+        try:
+            found = EndMarkers.from_tokenizer(tokenizer).markers
+        except (RefereeError, ValueError, OSError) as exc:
+            raise click.BadParameter(str(exc), param_hint="--tokenizer") from None
+    try:
+        return EndMarkers((*end_marker, *found))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--end-marker") from None
+
+
 @main.command()
 @click.option("--spec", "-s", required=True, help="Reward spec file (YAML or JSON).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
@@ -577,6 +630,7 @@ def demo(width: int) -> None:
     help="Seconds after which a request still being scored gives its slot back, so requests "
     "stuck until their deadline do not hold back fast ones.",
 )  # fmt: skip
+@_end_marker_options
 def serve(
     spec: str,
     host: str,
@@ -585,6 +639,9 @@ def serve(
     max_batch: int,
     failure_value: float,
     slow_after: float,
+    end_marker: tuple[str, ...],
+    tokenizer: str | None,
+    strip_markers: bool,
 ) -> None:
     """Serve a reward over HTTP: /score, /get_reward (OpenRLHF) and /health."""
     import asyncio
@@ -594,10 +651,14 @@ def serve(
     except RefereeError as exc:
         raise click.ClickException(str(exc)) from None
     reward = _load_spec(spec)
+    markers = _end_markers(end_marker, tokenizer, strip_markers)
     err = Console(stderr=True)
 
     def ready(url: str) -> None:
         err.print(f"referee: serving {reward.name!r} on {url} (Ctrl-C or SIGTERM to stop)")
+        if end_marker or tokenizer:
+            err.print(f"referee: /get_reward strips {markers.describe()}", markup=False,
+                      soft_wrap=True)  # fmt: skip
 
     # A sync check computing until its deadline holds the interpreter lock in turns with the
     # event loop: a shorter switch interval (5ms by default) hands it back sooner.
@@ -613,12 +674,55 @@ def serve(
                 max_concurrent=max_concurrent,
                 failure_value=failure_value,
                 slow_after=slow_after,
+                end_markers=markers,
                 ready=ready,
             )
         )
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None
     err.print("referee: stopped")
+
+
+@main.command("openrlhf-func")
+@click.argument("spec", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--output", "-o", required=True, type=click.Path(dir_okay=False, writable=True),
+    help="Where to write the reward_func file (a .py path, for --reward.remote_url).",
+)  # fmt: skip
+@click.option(
+    "--failure-value", default=0.0, show_default=True,
+    help="The reward of a rollout that gets no score (with referee_failed set).",
+)  # fmt: skip
+@_end_marker_options
+def openrlhf_func(
+    spec: str, output: str, failure_value: float, end_marker: tuple[str, ...],
+    tokenizer: str | None, strip_markers: bool,
+) -> None:  # fmt: skip
+    """Write a reward_func file for OpenRLHF's --reward.remote_url: scores SPEC as /get_reward does.
+
+    OpenRLHF loads the file and calls its reward_func(queries, prompts, labels). The file
+    imports referee and loads SPEC by its absolute path, so both must be on every node that
+    runs OpenRLHF's rollouts.
+    """
+    from referee.backends.openrlhf import reward_func_source
+
+    if not output.endswith(".py"):
+        raise click.BadParameter(
+            f"{output!r}: OpenRLHF loads a reward_func file only if its name ends in .py",
+            param_hint="--output",
+        )
+    markers = _end_markers(end_marker, tokenizer, strip_markers)
+    reward = _load_spec(spec)  # a spec that does not load fails here, not in the trainer
+    text = reward_func_source(spec, end_markers=markers, failure_value=failure_value,
+                              written_to=output)  # fmt: skip
+    try:
+        Path(output).write_text(text)
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {output}: {exc}") from None
+    # Plain lines, never wrapped: the last is a command line to copy.
+    said = f"referee: wrote {output}: {reward.name!r}, stripping {markers.describe()}"
+    click.echo(said, err=True)
+    click.echo(f"  OpenRLHF: --reward.remote_url {Path(output).resolve()}", err=True)
 
 
 @main.command("types")

@@ -8,15 +8,21 @@ Endpoints:
   per rollout, in order. A rollout that gets no score has ``"reward": null`` and its failure.
 - ``POST /get_reward``: OpenRLHF's remote reward-model protocol: ``{"query": [...],
   "prompts": [...], "labels": [...]}`` -> ``{"rewards": [...], "scores": [...], "extra_logs":
-  {...}}``. The completion is the query with its prompt removed; a label that is a JSON object
-  or array is decoded. OpenRLHF needs a number for every sample, so a failure gives
-  ``failure_value`` with ``extra_logs["referee_failed"]`` set, as in verl.
-  ``extra_logs`` has one value per query under every key: ``referee/<component>`` for each
-  top-level component, and ``referee/<component>/skipped``, 1.0 where the component did not
-  run (a gate, or a failure, before it stopped the rollout) and 0.0 where it did. A skipped
-  component has no value, which is not a zero: it reads NaN (JSON's ``NaN``, which Python's
-  json reads), since OpenRLHF makes a tensor of every key for every sample and so can take
-  neither a missing key nor a null.
+  {...}}``, the numbers `referee score` gives. OpenRLHF decodes each query (prompt +
+  response) with its special tokens, so the response ends in the chat template's end-of-turn
+  or end-of-text token; the completion scored is the query with its prompt removed and those
+  end markers stripped (``end_markers``: by default the common templates' markers; or ones
+  you name, ``--end-marker``; or a model's own, ``--tokenizer PATH``; or none,
+  ``--no-strip-markers``). A query that does not hold its prompt is a failure, not a score of
+  the whole query; a label that is a JSON object or array is decoded
+  (`referee.backends.openrlhf` says how a query is read). OpenRLHF needs a number for every
+  sample, so a failure gives ``failure_value`` with ``extra_logs["referee_failed"]`` set, as
+  in verl. ``extra_logs`` has one value per query under every key: ``referee/<component>``
+  for each top-level component, and ``referee/<component>/skipped``, 1.0 where the component
+  did not run (a gate, or a failure, before it stopped the rollout) and 0.0 where it did. A
+  skipped component has no value, which is not a zero: it reads NaN (JSON's ``NaN``, which
+  Python's json reads), since OpenRLHF makes a tensor of every key for every sample and so
+  can take neither a missing key nor a null.
 
 Errors are JSON, ``{"error": {"type", "message"}}``, with the status that fits: 400 for a body
 that is not JSON (nested too deep for the parser included) or not the expected shape, 422 for a
@@ -43,7 +49,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Mapping
@@ -54,9 +59,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from referee.backends._common import decode_json_text, resolve
-from referee.errors import MissingDependency
-from referee.reward import Reward, is_sync, top_components
+from referee.backends._common import resolve
+from referee.backends.openrlhf import EndMarkers, component_keys, reward_response, rollouts_from
+from referee.errors import MissingDependency, RolloutError
+from referee.reward import Reward, is_sync
 from referee.reward import score as score_rollouts
 from referee.rollout import Rollout
 from referee.score import Score
@@ -109,6 +115,8 @@ class RewardService:
         max_concurrent: How many requests are scored at once; more wait their turn.
         failure_value: What OpenRLHF gets for a rollout with no score.
         concurrency: How many rollouts an async reward scores at once within a request.
+        end_markers: What `/get_reward` strips from the end of each response
+            (`referee.backends.openrlhf.EndMarkers`; `EndMarkers.none()` strips nothing).
         slow_after: Seconds after which a request still being scored gives its slot back
             (`SLOW_AFTER`; see the module docstring).
     """
@@ -119,6 +127,7 @@ class RewardService:
     failure_value: float = 0.0
     concurrency: int | None = None
     slow_after: float = SLOW_AFTER
+    end_markers: EndMarkers = field(default_factory=EndMarkers)
     in_flight: int = field(default=0, init=False)
     closing: bool = field(default=False, init=False)
 
@@ -127,8 +136,7 @@ class RewardService:
         self._slots: asyncio.Semaphore | None = None
         self._slow = 0  # requests in the slow lane
         self._threads: ThreadPoolExecutor | None = None
-        names = [n for n, _ in top_components(self.reward) if n != self.reward.name]
-        self._component_keys = names
+        self._component_keys = component_keys(self.reward)
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._errors], client_max_size=256 * 1024**2)
@@ -272,43 +280,21 @@ class RewardService:
         queries = self._list(body, "query")
         prompts = self._list(body, "prompts", required=False)
         labels = self._list(body, "labels", required=False)
-        for key, values in (("prompts", prompts), ("labels", labels)):
-            if values and len(values) != len(queries):
-                raise _BadRequest(
-                    400, "invalid_body",
-                    f"{len(values)} {key} for {len(queries)} queries; send one per query",
-                )  # fmt: skip
-        rollouts = [
-            _openrlhf_rollout(i, q, prompts[i] if prompts else "", labels[i] if labels else None)
-            for i, q in enumerate(queries)
-        ]
-        scores = await self._score(rollouts)
-        rewards = [self.failure_value if s.value is None else s.value for s in scores]
-        extra = _extra_logs(scores, self._component_keys, self.failure_value)
+        try:
+            items = rollouts_from(queries, prompts, labels, end_markers=self.end_markers,
+                                  names=("query", "prompts", "labels"))  # fmt: skip
+        except RolloutError as exc:
+            if isinstance(exc.__cause__, RecursionError):
+                raise _BadRequest(400, "invalid_json", _too_deep(exc.source)) from exc
+            if isinstance(exc.__cause__, ValidationError):
+                raise _BadRequest(422, "invalid_rollout", str(exc)) from exc
+            raise _BadRequest(400, "invalid_body", str(exc)) from exc
+        rollouts = [r for r in items if isinstance(r, Rollout)]
+        scored = iter(await self._score(rollouts) if rollouts else [])
+        scores = [next(scored) if isinstance(r, Rollout) else r for r in items]
         # json's NaN literal: a skipped component's value in extra_logs (rewards are finite).
-        return web.json_response(
-            {"rewards": rewards, "scores": rewards, "extra_logs": extra}, dumps=_dumps_nan
-        )
-
-
-def _extra_logs(
-    scores: list[Score], components: list[str], failure_value: float
-) -> dict[str, list[float]]:
-    """OpenRLHF's ``extra_logs``: every key with one number per sample, as it needs.
-
-    A skipped component has no value, and OpenRLHF averages each key over the batch, so
-    it reads NaN rather than a number that would pass for a score; its ``/skipped`` flag counts
-    it. A component that ran and failed reads `failure_value`, as the reward does.
-    """
-    extra = {"referee_failed": [0.0 if s.value is not None else 1.0 for s in scores]}
-    for name in components:
-        skipped = [name in s.skipped for s in scores]
-        extra[f"referee/{name}"] = [
-            math.nan if skip else failure_value if (v := s.components.get(name)) is None else v
-            for s, skip in zip(scores, skipped, strict=True)
-        ]
-        extra[f"referee/{name}/skipped"] = [float(skip) for skip in skipped]
-    return extra
+        answer = reward_response(scores, self._component_keys, self.failure_value)
+        return web.json_response(answer, dumps=_dumps_nan)
 
 
 def _dumps(value: Any) -> str:
@@ -317,22 +303,6 @@ def _dumps(value: Any) -> str:
 
 def _dumps_nan(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
-
-
-def _openrlhf_rollout(index: int, query: Any, prompt: Any, label: Any) -> Rollout:
-    if not isinstance(query, str):
-        raise _BadRequest(400, "invalid_body", f"query[{index}] must be a string")
-    prompt = prompt if isinstance(prompt, str) else ""
-    completion = query[len(prompt) :] if prompt and query.startswith(prompt) else query
-    try:
-        label = decode_json_text(label)
-    except RecursionError as exc:
-        raise _BadRequest(400, "invalid_json", _too_deep(f"labels[{index}]")) from exc
-    try:
-        return Rollout(id=str(index), prompt=prompt, completion=completion, reference=label)
-    except ValidationError as exc:
-        message = f"labels[{index}]: {exc.errors()[0]['msg']}"
-        raise _BadRequest(422, "invalid_rollout", message) from exc
 
 
 async def serve(
@@ -344,6 +314,7 @@ async def serve(
     max_concurrent: int = DEFAULT_MAX_CONCURRENT,
     failure_value: float = 0.0,
     slow_after: float = SLOW_AFTER,
+    end_markers: EndMarkers | None = None,
     shutdown_timeout: float = 60.0,
     ready: Callable[[str], None] | None = None,
     stop: asyncio.Event | None = None,
@@ -358,6 +329,7 @@ async def serve(
         max_concurrent=max_concurrent,
         failure_value=failure_value,
         slow_after=slow_after,
+        end_markers=EndMarkers() if end_markers is None else end_markers,
     )
     runner = web.AppRunner(service.app(), shutdown_timeout=shutdown_timeout, access_log=None)
     await runner.setup()
