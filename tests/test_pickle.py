@@ -52,6 +52,9 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "retrieval": {"metric": "ndcg", "k": 5, "tools": ["search"]},
     "tool_call_match": {"order": "strict", "scoring": "fraction"},
     "final_answer": {"reward": {"type": "math_answer", "pattern": r"<answer>(.*?)</answer>"}},
+    # reference_key "a": the test references' number, so the metric itself runs (as text "1")
+    "text_similarity": {"metric": "chrf", "reference_key": "a", "lowercase": True},
+    "reasoning_gym": {"dataset": "chain_sum", "configs": {"chain_sum": {"seed": 1}}},
 }
 ROLLOUTS = [
     make('{"a": 1, "b": [1]}', {"a": 1, "b": [1]}),

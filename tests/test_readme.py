@@ -18,7 +18,8 @@ def test_python_example_runs(capsys) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_spec_examples_load(tmp_path: Path) -> None:
-    extraction, agent, code = re.findall(r"```yaml\n(.*?)```", README.read_text(), re.DOTALL)
+    blocks = re.findall(r"```yaml\n(.*?)```", README.read_text(), re.DOTALL)
+    extraction, agent, code, *more = blocks
     (tmp_path / "agent.yaml").write_text(agent)
     agent_reward = referee.load(tmp_path / "agent.yaml")
     assert [c.name for c in agent_reward.components] == ["process", "calls", "answer"]  # type: ignore[attr-defined]
@@ -29,6 +30,9 @@ def test_spec_examples_load(tmp_path: Path) -> None:
     assert [c.name for c in reward.components] == ["valid", "fields"]
     (tmp_path / "code.yaml").write_text(code)
     assert [c.name for c in referee.load(tmp_path / "code.yaml").components] == ["tests"]  # type: ignore[attr-defined]
+    for i, block in enumerate(more):  # every other spec in the README loads as written
+        (tmp_path / f"more{i}.yaml").write_text(block)
+        referee.load(tmp_path / f"more{i}.yaml")
 
 
 def test_trainer_sketches_compile_and_their_imports_exist() -> None:

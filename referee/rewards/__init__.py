@@ -8,7 +8,9 @@ from referee.rewards.judge import ChecklistJudge, PairwiseJudge, ReferenceJudge,
 from referee.rewards.length import Length, Repetition
 from referee.rewards.math import MathAnswer
 from referee.rewards.ranking import GroupRank
+from referee.rewards.reasoning import ReasoningGym
 from referee.rewards.retrieval import Retrieval
+from referee.rewards.similarity import TextSimilarity
 from referee.rewards.text import Contains, ExactMatch, Format, Regex
 from referee.rewards.tools import ToolCallMatch
 
@@ -29,11 +31,13 @@ __all__ = [
     "PairwiseJudge",
     "PytestTests",
     "PythonTests",
+    "ReasoningGym",
     "ReferenceJudge",
     "Regex",
     "Repetition",
     "Retrieval",
     "RubricJudge",
+    "TextSimilarity",
     "ToolCallMatch",
     "ToolUse",
 ]
