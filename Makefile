@@ -17,6 +17,10 @@ install:
 	# import (openrlhf.utils.agent) needs only aiohttp, torch, transformers, sympy and
 	# pylatexenc, which the trainers extra already brings.
 	$(PY) -m pip install -q --no-deps "openrlhf==0.11.2"
+	# SWE-bench's own log parsers and grading, for patch_tests' agreement test and
+	# benchmarks/bench_patch.py. --no-deps: its requirements are its Docker/Modal runners'
+	# (modal, datasets, docker, ...), which grading needs not; its log parsers import unidiff.
+	$(PY) -m pip install -q --no-deps "swebench==5.0.2" "unidiff==1.0.1"
 	# Axolotl's own reward-function loader, for tests/backends/test_axolotl.py. --no-deps: it
 	# pins trl 1.9 and a CUDA torch; its GRPO module needs only these three besides.
 	$(PY) -m pip install -q --no-deps "axolotl==0.19.0" "addict==2.4.0" "numba==0.68.1" "llvmlite==0.50.0"

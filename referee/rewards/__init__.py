@@ -7,6 +7,7 @@ from referee.rewards.json import JsonSchema, JsonValid
 from referee.rewards.judge import ChecklistJudge, PairwiseJudge, ReferenceJudge, RubricJudge
 from referee.rewards.length import Length, Repetition
 from referee.rewards.math import MathAnswer
+from referee.rewards.patch import PatchTests
 from referee.rewards.ranking import GroupRank
 from referee.rewards.reasoning import ReasoningGym
 from referee.rewards.retrieval import Retrieval
@@ -29,6 +30,7 @@ __all__ = [
     "Length",
     "MathAnswer",
     "PairwiseJudge",
+    "PatchTests",
     "PytestTests",
     "PythonTests",
     "ReasoningGym",
