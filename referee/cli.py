@@ -18,7 +18,7 @@ from rich.table import Table
 
 from referee import __version__
 from referee._aio import run_sync
-from referee.errors import RefereeError
+from referee.errors import ClusterError, RefereeError
 from referee.registry import lookup, registered_types
 from referee.report.diagnostics import (
     AGREEMENT_STATISTICS,
@@ -181,6 +181,10 @@ def score(
         where = f"; run the same command with --resume to finish {output}" if output else ""
         err.print(f"[yellow]interrupted{where}[/yellow]")
         sys.exit(130)
+    except ClusterError as exc:
+        # Every batch before the lost one is written to OUTPUT.partial; --resume keeps them.
+        where = f"\n  once the cluster is back, the same command with --resume finishes {output}"
+        raise click.ClickException(str(exc) + (where if output else "")) from None
     except RefereeError as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:

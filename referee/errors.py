@@ -15,6 +15,7 @@ right)::
     │   └── BudgetExceeded    the process's judge spend cap is reached   ("budget")
     ├── SandboxError          the sandbox could not run a job            (a reward: "sandbox")
     ├── ProgramError          a call into sandboxed code raised, timed out or its program died
+    ├── ClusterError          a distributed engine lost the workers it scored on, past its retries
     └── MissingDependency     an optional package is not installed; says which extra to install
 
 A reward never lets an exception escape into a training loop: `RewardError` (and any other
@@ -29,6 +30,7 @@ from collections.abc import Sequence
 
 __all__ = [
     "BudgetExceeded",
+    "ClusterError",
     "JudgeError",
     "JudgeTimeout",
     "MissingDependency",
@@ -162,6 +164,25 @@ class ProgramError(RefereeError):
     def __init__(self, message: str, *, dead: bool = False) -> None:
         super().__init__(message)
         self.dead = dead
+
+
+class ClusterError(RefereeError):
+    """Scoring on a cluster (``--engine ray``) stopped: rollouts were lost with their workers
+    (a node died, an actor crashed) and no live worker could score them within the retries,
+    or the cluster could not be joined.
+
+    Nothing already written is lost: `referee score -o OUT` keeps every finished batch, and
+    ``--resume`` continues once the cluster is back.
+
+    Attributes:
+        address: The cluster's address.
+        lost: Ids of the rollouts that could not be scored ("" for a rollout without one).
+    """
+
+    def __init__(self, message: str, *, address: str, lost: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.address = address
+        self.lost = tuple(lost)
 
 
 class MissingDependency(RefereeError, ImportError):

@@ -52,3 +52,24 @@ def test_score_command_with_the_ray_engine(tmp_path: Path) -> None:
         )  # fmt: skip
         outputs.append(out.read_text())
     assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == 300
+
+
+@pytest.mark.parametrize(
+    ("nodes", "count", "want"),
+    [
+        # one actor per CPU, round-robin: every node holds one before any holds two
+        ({"a": 1, "b": 1, "c": 1}, 3, ["a", "b", "c"]),
+        ({"a": 2, "b": 1}, 3, ["a", "b", "a"]),
+        ({"head": 1, "a": 2, "b": 2}, 4, ["a", "b", "head", "a"]),
+        # more actors than CPUs wrap around the same order
+        ({"a": 1, "b": 1}, 5, ["a", "b", "a", "b", "a"]),
+        # fewer actors than nodes still spread, in node id order
+        ({"c": 4, "a": 4, "b": 4}, 2, ["a", "b"]),
+        # a node with half a CPU takes one actor a round, like one with one
+        ({"a": 0.5, "b": 2}, 3, ["a", "b", "b"]),
+    ],
+)
+def test_actors_are_spread_over_nodes_by_their_cpus(
+    nodes: dict[str, float], count: int, want: list[str]
+) -> None:
+    assert RayReward._spread(nodes, count) == want
