@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Literal
 
 __all__ = ["Fold", "fold_steps"]
 
-Fold = Literal["sum", "mean", "last", "discounted"]
-"""How steps become a total: their sum, their mean, the last one, or the discounted return
-seen from the first step, ``sum(gamma**t * r_t)``."""
+Fold = Literal["sum", "mean", "last", "discounted", "min", "product"]
+"""How steps become a total: their sum, their mean, the last one, the discounted return seen
+from the first step, ``sum(gamma**t * r_t)``, the worst step, or their product (a process
+reward model's per-step probabilities of being right: the chance that every step is)."""
 
 
 def fold_steps(steps: Sequence[float], how: Fold, gamma: float = 1.0) -> float:
@@ -28,4 +30,8 @@ def fold_steps(steps: Sequence[float], how: Fold, gamma: float = 1.0) -> float:
             total += weight * value
             weight *= gamma
         return total
-    raise ValueError(f"unknown fold {how!r}; use sum, mean, last or discounted")
+    if how == "min":
+        return float(min(steps))
+    if how == "product":
+        return float(math.prod(steps))
+    raise ValueError(f"unknown fold {how!r}; use sum, mean, last, discounted, min or product")

@@ -39,6 +39,13 @@ def rollout_factory():  # type: ignore[no-untyped-def]
     return make
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # tests.test_pickle.OPTIONS names tiny reward models at fixed paths: build them once
+    from tests.tiny_models import ensure
+
+    ensure()
+
+
 def _engine_answers(url: str) -> bool:
     try:
         import docker

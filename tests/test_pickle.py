@@ -10,6 +10,7 @@ import pytest
 import referee
 from referee.registry import lookup, registered_types
 from tests.conftest import make
+from tests.tiny_models import PROCESS_REWARD_MODEL, REWARD_MODEL
 
 _UNREACHABLE_JUDGE = {  # a closed port, no retries: a quick, deterministic Failure("judge")
     "model": "openai/gpt-4.1-mini",
@@ -53,6 +54,9 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "retrieval": {"metric": "ndcg", "k": 5, "tools": ["search"]},
     "tool_call_match": {"order": "strict", "scoring": "fraction"},
     "final_answer": {"reward": {"type": "math_answer", "pattern": r"<answer>(.*?)</answer>"}},
+    # tiny random models, built when the session starts (tests/tiny_models.py)
+    "reward_model": {"model": REWARD_MODEL, "normalize": "sigmoid", "max_length": 256},
+    "process_reward_model": {"model": PROCESS_REWARD_MODEL, "fold": "mean"},
     # reference_key "a": the test references' number, so the metric itself runs (as text "1")
     "text_similarity": {"metric": "chrf", "reference_key": "a", "lowercase": True},
     "reasoning_gym": {"dataset": "chain_sum", "configs": {"chain_sum": {"seed": 1}}},

@@ -5,7 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import yaml
+
 import referee
+from referee.registry import registered_types
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -33,6 +36,12 @@ def test_spec_examples_load(tmp_path: Path) -> None:
     for i, block in enumerate(more):  # every other spec in the README loads as written
         (tmp_path / f"more{i}.yaml").write_text(block)
         referee.load(tmp_path / f"more{i}.yaml")
+    # ```yml blocks name models on the Hugging Face hub, which cannot load here: they parse,
+    # and every type they name is registered.
+    for block in re.findall(r"```yml\n(.*?)```", README.read_text(), re.DOTALL):
+        types = re.findall(r"type: (\w+)", block)
+        assert types and all(t in registered_types() for t in types), types
+        yaml.safe_load(block)
 
 
 def test_trainer_sketches_compile_and_their_imports_exist() -> None:

@@ -36,9 +36,9 @@ the group mean. Components and failures are logged through TRL's ``log_metric``:
 
 Dense rewards: TRL's GRPO optimises one value per completion, so a reward with per-step
 values (``Score.steps``) reaches TRL as its folded total (the reward's ``fold``: sum, mean,
-last or discounted). The steps themselves are logged (``referee/steps/mean``, the completions
-table's ``referee_steps`` column) but TRL cannot assign credit to individual turns; verl's
-per-turn reward manager can.
+last, discounted, min or product). The steps themselves are logged (``referee/steps/mean``,
+the completions table's ``referee_steps`` column) but TRL cannot assign credit to individual
+turns; verl's per-turn reward manager can.
 """
 
 from __future__ import annotations

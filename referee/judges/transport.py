@@ -20,7 +20,8 @@ Routing (`route`), by the client's ``transport`` option:
 
 Both transports return a `Completion` or a `Retry` (a failure a later attempt may not meet)
 and raise `JudgeError` for the rest; the client does the retries, limits and cache the same
-way for both. Costs come from litellm's bundled cost map on both (`referee.judges.via_litellm`).
+way for both. `post_json` is the same HTTP client for other JSON APIs (served reward
+models). Costs come from litellm's bundled cost map on both (`referee.judges.via_litellm`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ __all__ = [
     "Retry",
     "Transport",
     "close_session",
+    "post_json",
     "retry_after",
     "route",
     "send_http",
@@ -254,28 +256,62 @@ async def send_http(request: Request) -> Completion | Retry:
         params = {**params, "max_completion_tokens": params["max_tokens"]}
         del params["max_tokens"]
     body = json.dumps({"model": wire, "messages": request.messages, **params}).encode()
+    answer = await _post(url, body, _api_key(request), request.timeout, "judge call")
+    return answer if isinstance(answer, Retry) else _completion(answer)
+
+
+async def post_json(
+    url: str, payload: Any, *, api_key: str | None, timeout: float, what: str
+) -> Any | Retry:
+    """One attempt at ``POST url`` with a JSON body, on the loop's pooled session: the decoded
+    JSON answer, or a `Retry` (a timeout, a 408, 409, 429 or 5xx, a lost connection). For
+    servers other than chat models (served reward models) that want the same client.
+
+    Args:
+        url: The full URL.
+        payload: The body, encoded as JSON.
+        api_key: Sent as a bearer token when given.
+        timeout: Seconds for the whole attempt.
+        what: What the call is, for errors (``"reward model call"``).
+
+    Raises:
+        JudgeError: A failure no retry mends (another 4xx, an answer that is not JSON).
+    """
+    answer = await _post(url, json.dumps(payload).encode(), api_key, timeout, what)
+    if isinstance(answer, Retry):
+        return answer
+    try:
+        return json.loads(answer)
+    except ValueError:
+        raise JudgeError(f"{what} failed: the answer is not JSON: {answer[:200]!r}") from None
+
+
+async def _post(
+    url: str, body: bytes, api_key: str | None, timeout: float, what: str
+) -> bytes | Retry:
+    """One POST of `body`: the answer's bytes (HTTP 200), or a Retry; raises `JudgeError`
+    for a failure no retry mends."""
     headers = {"Content-Type": "application/json"}
-    key = _api_key(request)
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
     aiohttp = _aiohttp()
     session = await _session()
     try:
         async with session.post(
-            url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=request.timeout)
+            url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)
         ) as response:
             status, answer = response.status, await response.read()
             wait = retry_after(response.headers) if status != 200 else None
     except TimeoutError:
-        return Retry(f"Timeout: no answer within {request.timeout:g}s", timed_out=True)
+        return Retry(f"Timeout: no answer within {timeout:g}s", timed_out=True)
     except aiohttp.ClientError as exc:
         return Retry(f"APIConnectionError: {type(exc).__name__}: {exc}")
     if status != 200:
         reason = _failure(status, answer)
         if status in _RETRYABLE or status >= 500:
             return Retry(reason, timed_out=status == 408, retry_after=wait)
-        raise JudgeError(f"judge call failed: {reason}")
-    return _completion(answer)
+        raise JudgeError(f"{what} failed: {reason}")
+    return answer  # type: ignore[no-any-return]
 
 
 def _completion(answer: bytes) -> Completion:

@@ -23,6 +23,7 @@ from typing import Any
 
 from referee.report.results import (
     Agreement,
+    ComponentLength,
     Determinism,
     Distribution,
     GrpoSignal,
@@ -172,7 +173,29 @@ def _length(rows: Sequence[ReportRow]) -> LengthCorrelation | None:
         pearson=pearson(xs, ys),
         spearman=spearman(xs, ys),
         points=tuple(_sample(pairs, SCATTER_POINTS)),
+        components=_component_lengths(rows),
     )
+
+
+def _component_lengths(rows: Sequence[ReportRow]) -> dict[str, ComponentLength]:
+    """Each component's correlation with completion length, over the rows that have it: a
+    reward model's raw score shows its length bias even where a normalisation (a z-score
+    within groups) or a combination hides it from the total."""
+    names: dict[str, None] = {}
+    for r in rows:
+        names.update(dict.fromkeys(r.components))
+    out = {}
+    for name in names:
+        xs, ys = [], []
+        for r in rows:
+            value = r.components.get(name)
+            if r.chars is not None and value is not None:
+                xs.append(float(r.chars))
+                ys.append(float(value))
+        if len(xs) >= 3:
+            rho = spearman(xs, ys)
+            out[name] = ComponentLength(n=len(xs), pearson=pearson(xs, ys), spearman=rho)
+    return out
 
 
 def _agreement(rows: Sequence[ReportRow], label: str, threshold: float) -> Agreement | None:

@@ -241,6 +241,14 @@ def render_html(report: Report, title: str = "referee report") -> str:
                    "length is a common sign of hacking.</p>")  # fmt: skip
         out.append(scatter(length.points, "reward by completion length", "characters",
                            "reward"))  # fmt: skip
+        if length.components:
+            out.append("<table><tr><th>component</th><th>n</th><th>Pearson</th>"
+                       "<th>Spearman</th></tr>")  # fmt: skip
+            for name, c in length.components.items():
+                flag = " class='warn'" if c.spearman is not None and c.spearman > 0.5 else ""
+                cells = [escape(name), str(c.n), _fmt(c.pearson, 3), _fmt(c.spearman, 3)]
+                out.append(f"<tr{flag}>" + "".join(f"<td>{x}</td>" for x in cells) + "</tr>")
+            out.append("</table>")
     else:
         out.append("<p class='muted'>No completion lengths (pass the rollouts).</p>")
 

@@ -20,6 +20,7 @@ from referee.rollouts.scored import Number
 __all__ = [
     "Agreement",
     "Bin",
+    "ComponentLength",
     "Determinism",
     "Distribution",
     "GrpoSignal",
@@ -39,6 +40,10 @@ Bin = tuple[Number, Number, int]
 
 def _absent(value: object) -> bool:
     return value is None
+
+
+def _empty(value: object) -> bool:
+    return not value
 
 
 class Result(BaseModel):
@@ -109,13 +114,24 @@ class GrpoSignal(Result):
     within_group_std_histogram: tuple[Bin, ...]
 
 
+class ComponentLength(Result):
+    """One component against completion length (a reward model's ``raw`` score, whatever
+    the total makes of it)."""
+
+    n: int
+    pearson: float | None
+    spearman: float | None
+
+
 class LengthCorrelation(Result):
-    """Reward against completion length: correlations, and (characters, reward) points."""
+    """Reward against completion length: correlations, and (characters, reward) points; and
+    each component's correlations, where rows have components."""
 
     n: int
     pearson: float | None
     spearman: float | None
     points: tuple[tuple[float, Number], ...]
+    components: dict[str, ComponentLength] = Field(default_factory=dict, exclude_if=_empty)
 
 
 class Agreement(Result):

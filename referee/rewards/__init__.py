@@ -8,9 +8,11 @@ from referee.rewards.judge import ChecklistJudge, PairwiseJudge, ReferenceJudge,
 from referee.rewards.length import Length, Repetition
 from referee.rewards.math import MathAnswer
 from referee.rewards.patch import PatchTests
+from referee.rewards.process_reward_model import ProcessRewardModel
 from referee.rewards.ranking import GroupRank
 from referee.rewards.reasoning import ReasoningGym
 from referee.rewards.retrieval import Retrieval
+from referee.rewards.reward_model import GroupRewardModel, RewardModel
 from referee.rewards.similarity import TextSimilarity
 from referee.rewards.text import Contains, ExactMatch, Format, Regex
 from referee.rewards.tools import ToolCallMatch
@@ -24,6 +26,7 @@ __all__ = [
     "FinalAnswer",
     "Format",
     "GroupRank",
+    "GroupRewardModel",
     "IoTests",
     "JsonSchema",
     "JsonValid",
@@ -31,6 +34,7 @@ __all__ = [
     "MathAnswer",
     "PairwiseJudge",
     "PatchTests",
+    "ProcessRewardModel",
     "PytestTests",
     "PythonTests",
     "ReasoningGym",
@@ -38,6 +42,7 @@ __all__ = [
     "Regex",
     "Repetition",
     "Retrieval",
+    "RewardModel",
     "RubricJudge",
     "TextSimilarity",
     "ToolCallMatch",
