@@ -12,7 +12,8 @@ right)::
     │   ├── VerifierTimeout   a checker ran past its time limit          ("timeout")
     │   ├── JudgeError        a judge call failed after its retries      ("judge")
     │   │   └── JudgeTimeout  every attempt of a judge call timed out    ("timeout")
-    │   └── BudgetExceeded    the process's judge spend cap is reached   ("budget")
+    │   ├── BudgetExceeded    the process's judge spend cap is reached   ("budget")
+    │   └── ModelLoadError    a reward model could not be loaded, or has no trained head ("error")
     ├── SandboxError          the sandbox could not run a job            (a reward: "sandbox")
     ├── ProgramError          a call into sandboxed code raised, timed out or its program died
     ├── ClusterError          a distributed engine lost the workers it scored on, past its retries
@@ -34,6 +35,7 @@ __all__ = [
     "JudgeError",
     "JudgeTimeout",
     "MissingDependency",
+    "ModelLoadError",
     "NotApplicable",
     "ProgramError",
     "RefereeError",
@@ -125,6 +127,13 @@ class VerifierTimeout(RewardError):
     """A checker ran past its time limit."""
 
     failure_type = "timeout"
+
+
+class ModelLoadError(RewardError):
+    """A learned model could not be loaded (or is not the kind of model the reward reads).
+
+    Every rollout of the batch gets a ``Failure("error")`` carrying its message.
+    """
 
 
 class JudgeError(RewardError):

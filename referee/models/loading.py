@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from referee.errors import MissingDependency, RewardError
+from referee.errors import MissingDependency, ModelLoadError
 
 __all__ = [
     "DEVICE_PATTERN",
@@ -52,14 +52,6 @@ DEVICE_PATTERN = re.compile(r"auto|cpu|mps|(cuda|xpu)(:\d+)?")
 
 # An id on the Hugging Face hub: ``name`` or ``org/name``.
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
-
-
-class ModelLoadError(RewardError):
-    """A model could not be loaded (or is not the kind of model the reward reads).
-
-    Defined here rather than in `referee.errors` for now; every rollout of the batch gets a
-    ``Failure("error")`` carrying its message.
-    """
 
 
 def torch_module() -> Any:
