@@ -17,6 +17,10 @@ install:
 	# import (openrlhf.utils.agent) needs only aiohttp, torch, transformers, sympy and
 	# pylatexenc, which the trainers extra already brings.
 	$(PY) -m pip install -q --no-deps "openrlhf==0.11.2"
+	# lm-eval's own IFEval checker: the oracle of instruction_following's agreement test and
+	# benchmarks/bench_ifeval.py. --no-deps: its IFEval modules need only nltk, langdetect
+	# (the ifeval extra), immutabledict and packaging; the rest is the evaluation harness's.
+	$(PY) -m pip install -q --no-deps "lm-eval==0.4.13" "immutabledict==4.3.1" "packaging>=23"
 	# SWE-bench's own log parsers and grading, for patch_tests' agreement test and
 	# benchmarks/bench_patch.py. --no-deps: its requirements are its Docker/Modal runners'
 	# (modal, datasets, docker, ...), which grading needs not; its log parsers import unidiff.

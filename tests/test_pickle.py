@@ -10,7 +10,8 @@ import pytest
 import referee
 from referee.registry import lookup, registered_types
 from tests.conftest import make
-from tests.tiny_models import PROCESS_REWARD_MODEL, REWARD_MODEL
+from tests.rewards.ifeval_cases import ALL_INSTRUCTIONS
+from tests.tiny_models import PROCESS_REWARD_MODEL_OPTIONS, REWARD_MODEL_OPTIONS
 
 _UNREACHABLE_JUDGE = {  # a closed port, no retries: a quick, deterministic Failure("judge")
     "model": "openai/gpt-4.1-mini",
@@ -54,9 +55,15 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "retrieval": {"metric": "ndcg", "k": 5, "tools": ["search"]},
     "tool_call_match": {"order": "strict", "scoring": "fraction"},
     "final_answer": {"reward": {"type": "math_answer", "pattern": r"<answer>(.*?)</answer>"}},
+    # every IFEval instruction, on the completion (the test references are not IFEval's)
+    "instruction_following": {
+        "mode": "loose",
+        "scoring": "fraction",
+        "instructions": ALL_INSTRUCTIONS,
+    },
     # tiny random models, built when the session starts (tests/tiny_models.py)
-    "reward_model": {"model": REWARD_MODEL, "normalize": "sigmoid", "max_length": 256},
-    "process_reward_model": {"model": PROCESS_REWARD_MODEL, "fold": "mean"},
+    "reward_model": {**REWARD_MODEL_OPTIONS, "normalize": "sigmoid", "max_length": 256},
+    "process_reward_model": {**PROCESS_REWARD_MODEL_OPTIONS, "fold": "mean"},
     # reference_key "a": the test references' number, so the metric itself runs (as text "1")
     "text_similarity": {"metric": "chrf", "reference_key": "a", "lowercase": True},
     "reasoning_gym": {"dataset": "chain_sum", "configs": {"chain_sum": {"seed": 1}}},

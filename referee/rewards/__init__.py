@@ -3,6 +3,7 @@
 from referee.rewards.agent import FinalAnswer, ToolUse
 from referee.rewards.code import IoTests, PytestTests, PythonTests
 from referee.rewards.fields import FieldMatch, FieldRule
+from referee.rewards.instruction_following import InstructionFollowing
 from referee.rewards.json import JsonSchema, JsonValid
 from referee.rewards.judge import ChecklistJudge, PairwiseJudge, ReferenceJudge, RubricJudge
 from referee.rewards.length import Length, Repetition
@@ -27,6 +28,7 @@ __all__ = [
     "Format",
     "GroupRank",
     "GroupRewardModel",
+    "InstructionFollowing",
     "IoTests",
     "JsonSchema",
     "JsonValid",

