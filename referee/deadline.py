@@ -12,8 +12,10 @@ reward's name, made afresh per check so that its identity tells checks apart. Wh
 running check is past its deadline, the watchdog raises `Overrun` in that thread with
 ``PyThreadState_SetAsyncExc``, which works in the main thread and any other. `Overrun`
 derives from `BaseException`, so a check's ``except Exception`` does not swallow it. The
-watchdog sleeps while no thread is inside a deadline and looks every `POLL` seconds while
-one is.
+watchdog sleeps while no thread is inside a deadline and, while one is, looks every `POLL`
+seconds, or just after the soonest deadline it saw when that comes first (a check that runs
+past its deadline is stopped a few milliseconds after it; one that starts while the watchdog
+sleeps, within `POLL`).
 
 Checks nest (`referee.score` -> a combination -> a component): each inner one costs a clock
 read and a few attribute stores. The record holds the tick of the check whose deadline is
@@ -234,19 +236,26 @@ def _start_watchdog() -> None:
 
 
 def _watch() -> None:
-    """The watchdog: sleeps while nothing is armed, else looks every `POLL` seconds."""
+    """The watchdog: sleeps while nothing is armed, else looks every `POLL` seconds, or at the
+    next deadline it saw if that comes sooner."""
     while True:
         _wake.clear()  # before looking: a scope armed after this sets it again
-        if _sweep():
-            time.sleep(POLL)
+        busy, soonest = _sweep()
+        if busy:
+            time.sleep(max(0.0, min(POLL, soonest - _monotonic())) + _LATE)
         else:
             _wake.wait()
 
 
-def _sweep() -> bool:
-    """Fire at every check past its deadline; log the stuck ones. Whether any is armed."""
+_LATE: Final = 0.001  # slept past a deadline, so that the look after it finds it passed
+
+
+def _sweep() -> tuple[bool, float]:
+    """Fire at every check past its deadline; log the stuck ones. Whether any is armed, and
+    the soonest deadline still to come."""
     now = _monotonic()
     busy = False
+    soonest = math.inf
     stuck: list[tuple[str, float]] = []
     with _lock:
         for slot in _slots:
@@ -256,6 +265,7 @@ def _sweep() -> bool:
             tick = slot.tick
             deadline, name = tick
             if now < deadline:
+                soonest = min(soonest, deadline)
                 continue
             if slot.fired is not tick:
                 slot.fired = tick  # announce first: a check ending now will see it
@@ -278,7 +288,7 @@ def _sweep() -> bool:
             name,
             late,
         )
-    return busy
+    return busy, soonest
 
 
 def _after_fork() -> None:
