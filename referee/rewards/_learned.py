@@ -165,10 +165,14 @@ class LearnedReward(LearnedOptions, RewardBase):
         each value at ``out[at[i]]``."""
 
     @abstractmethod
+    def _one(self, output: Output | Exception) -> Score:
+        """The Score of one rollout's output (or of the error that stood in for it)."""
+
     def _finish(
         self, outputs: Sequence[Output | Exception], rollouts: Sequence[Rollout]
     ) -> list[Score]:
-        """The Scores of a batch's outputs."""
+        """The Scores of a batch's outputs: each one's `_one` (a group reward overrides it)."""
+        return [self._one(o) for o in outputs]
 
     # --- the deadline --------------------------------------------------------------------
 

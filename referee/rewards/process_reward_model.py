@@ -22,7 +22,6 @@ Served (``api_base``), the server must return one row per step: vLLM's ``/poolin
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,11 +104,6 @@ class ProcessRewardModel(LearnedReward):
     async def _ask(self, served: Served, texts: list[str], rollouts: list[Rollout],
                    extras: list[Any], out: list[Any], at: list[int]) -> None:  # fmt: skip
         await served.steps(texts, self.label, out, at)
-
-    def _finish(
-        self, outputs: Sequence[Output | Exception], rollouts: Sequence[Rollout]
-    ) -> list[Score]:
-        return [self._one(o) for o in outputs]
 
     def _one(self, output: Output | Exception) -> Score:
         if isinstance(output, Exception):

@@ -103,11 +103,6 @@ class RewardModel(LearnedReward):
         prompts = [p if isinstance(p, str) else "" for p in extras]
         await served.scores(texts, prompts, [_label(r) for r in rollouts], out, at)
 
-    def _finish(
-        self, outputs: Sequence[Output | Exception], rollouts: Sequence[Rollout]
-    ) -> list[Score]:
-        return [self._one(o) for o in outputs]
-
     def _one(self, output: Output | Exception) -> Score:
         if isinstance(output, Exception):
             return failure_from_exception(output, self.name)
