@@ -21,11 +21,8 @@ Usage: python benchmarks/bench_ifeval.py [--cases 2000] [--timed 300] [--rollout
 from __future__ import annotations
 
 import argparse
-import gc
 import logging
-import math
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,26 +31,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import referee  # noqa: E402
+from benchmarks.bench_deterministic import best_of_interleaved  # noqa: E402
 from referee.rewards import InstructionFollowing  # noqa: E402
 from tests.rewards import ifeval_cases, ifeval_oracle  # noqa: E402
 
 MODES = ("strict", "loose")
 Case = tuple[dict[str, Any], str]
-
-
-def best_of_interleaved(
-    a: Callable[[], Any], b: Callable[[], Any], repeat: int
-) -> tuple[tuple[float, Any], tuple[float, Any]]:
-    """Best time of each of `a` and `b`, run alternately so drift in machine load hits both."""
-    best = [math.inf, math.inf]
-    results: list[Any] = [None, None]
-    for _ in range(repeat):
-        for i, fn in enumerate((a, b)):
-            gc.collect()
-            start = time.perf_counter()
-            results[i] = fn()
-            best[i] = min(best[i], time.perf_counter() - start)
-    return (best[0], results[0]), (best[1], results[1])
 
 
 def lm_eval_side(utils: Any, cases: list[Case]) -> Callable[[], dict[str, list[list[bool]]]]:
