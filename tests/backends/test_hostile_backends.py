@@ -10,8 +10,7 @@ function that loops on one input.
 from __future__ import annotations
 
 import math
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,7 +20,7 @@ from referee import Rollout
 from referee.backends import verl as rv
 from referee.backends.trl import reward_funcs
 from tests.backends.test_server_stuck import post, running
-from tests.rewards.test_hostile import GUARD, HOSTILE
+from tests.rewards.test_hostile import HOSTILE, guarded
 
 INPUTS = {
     label: HOSTILE[label]
@@ -60,26 +59,6 @@ REWARDS: dict[str, referee.Reward] = {
     "user loop": loops,
 }  # fmt: skip
 REFERENCE: dict[str, Any] = {"gated spec": {"a": 1}, "math_answer": "1"}
-
-
-def guarded(fn: Callable[[], Any]) -> Any:
-    """``fn()`` in a thread of its own; a hang fails the test instead of the suite."""
-    out: list[Any] = []
-    errors: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            out.append(fn())
-        except BaseException as exc:  # re-raised in the test's thread
-            errors.append(exc)
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(GUARD)
-    assert not thread.is_alive(), f"no answer within {GUARD:g}s"
-    if errors:
-        raise errors[0]
-    return out[0]
 
 
 @pytest.fixture(scope="module")

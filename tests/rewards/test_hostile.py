@@ -7,6 +7,8 @@ which a test there enforces), so a new type is covered by adding its options the
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 
@@ -14,6 +16,8 @@ import referee
 from referee import Score
 from tests.conftest import make
 from tests.test_pickle import OPTIONS
+
+T = TypeVar("T")
 
 HOSTILE = {
     "20 MB of words": "lorem ipsum dolor " * 1_200_000,
@@ -65,24 +69,29 @@ CASES = [(kind, OPTIONS[kind]) for kind in sorted(OPTIONS)] + [
 GUARD = 120.0
 
 
-def score_guarded(reward: referee.Reward, completion: str, reference: object) -> Score:
-    """One rollout scored in a thread of its own; fails the test if it never returns."""
-    result: list[Score] = []
+def guarded(fn: Callable[[], T]) -> T:
+    """``fn()`` in a thread of its own; fails the test if it never returns."""
+    result: list[T] = []
     errors: list[BaseException] = []
 
     def run() -> None:
         try:
-            result.extend(referee.score(reward, [make(completion, reference)]))
+            result.append(fn())
         except BaseException as exc:  # re-raised below, in the test's thread
             errors.append(exc)
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     thread.join(GUARD)
-    assert not thread.is_alive(), f"{reward.name} did not return within {GUARD:g}s"
+    assert not thread.is_alive(), f"no answer within {GUARD:g}s"
     if errors:
         raise errors[0]
-    [score] = result
+    return result[0]
+
+
+def score_guarded(reward: referee.Reward, completion: str, reference: object) -> Score:
+    """One rollout scored in a thread of its own; fails the test if it never returns."""
+    [score] = guarded(lambda: referee.score(reward, [make(completion, reference)]))
     return score
 
 
