@@ -10,6 +10,9 @@ processes because a key is a hash of everything a verdict depends on: whatever e
 process stored under it is a verdict for exactly those inputs, so a remembered one never goes
 stale. Only hits are remembered: a miss asks the file again, and so sees what another process
 wrote since.
+
+The key is SHA-256 of the call's canonical JSON (`cache_key`). Caches filled before it took
+this form are read through `legacy_cache_key`: a miss looks there once and moves the entry.
 """
 
 from __future__ import annotations
@@ -21,10 +24,18 @@ import logging
 import os
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FRONT_SIZE", "VerdictCache", "cache_key", "default_cache_path", "shared_cache"]
+__all__ = [
+    "FRONT_SIZE",
+    "VerdictCache",
+    "cache_key",
+    "default_cache_path",
+    "legacy_cache_key",
+    "shared_cache",
+]
 
 logger = logging.getLogger("referee.judges")
 
@@ -40,17 +51,69 @@ def default_cache_path() -> Path:
     return Path(base) / "judge.sqlite"
 
 
-# json.dumps with these options, without re-reading them on every call (a cache hit's key is
-# a few microseconds of its budget).
-_KEY_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str).encode
+_COMPACT = json.JSONEncoder(
+    sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str
+).encode
+
+
+def _compact_json(value: Any) -> bytes:
+    """Canonical JSON without orjson: sorted keys, no spaces, UTF-8. The same bytes as orjson's
+    for strings, integers, lists and dicts; floats below 1e-4 are written differently
+    (``1e-05``, where orjson writes ``0.00001``), which costs only a cache miss."""
+    return _COMPACT(value).encode("utf-8", "surrogatepass")
+
+
+try:
+    import orjson
+
+    _SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+
+    def _canonical(value: Any) -> bytes:
+        try:
+            return orjson.dumps(value, default=str, option=_SORTED)
+        except (TypeError, orjson.JSONEncodeError):
+            # what orjson refuses: a lone surrogate, an integer past 64 bits
+            return _compact_json(value)
+
+    def _loads(text: str) -> Any:
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:  # NaN, say, which json.dumps writes and orjson refuses
+            return json.loads(text)
+
+except ImportError:  # pragma: no cover - orjson comes with the judges extra
+    _canonical = _compact_json
+
+    def _loads(text: str) -> Any:
+        return json.loads(text)
+
+
+_KEY_PREFIX = b"referee-verdict-v2\n"
 
 
 def cache_key(
     model: str, messages: list[dict[str, Any]], params: dict[str, Any], version: str
 ) -> str:
-    """The hash of what decides a verdict."""
-    blob = _KEY_JSON({"model": model, "messages": messages, "params": params, "version": version})
-    return hashlib.sha256(blob.encode()).hexdigest()
+    """The hash of what decides a verdict: SHA-256 of its canonical JSON (sorted keys, no
+    spaces, UTF-8), so the same call gives the same key in any process and on any machine."""
+    blob = _canonical({"model": model, "messages": messages, "params": params, "version": version})
+    return hashlib.sha256(_KEY_PREFIX + blob).hexdigest()
+
+
+# json.dumps with these options, without re-reading them on every call.
+_LEGACY_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str).encode
+
+
+def legacy_cache_key(
+    model: str, messages: list[dict[str, Any]], params: dict[str, Any], version: str
+) -> str:
+    """The key referee 0.1's caches were written under (``json.dumps`` with its spaces, which
+    costs a cache hit 5 us of its 20). A miss under `cache_key` looks here once, so a cache
+    filled before the change is still read (`VerdictCache.get`'s ``fallback``)."""
+    blob = _LEGACY_JSON(
+        {"model": model, "messages": messages, "params": params, "version": version}
+    )
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class VerdictCache:
@@ -74,11 +137,25 @@ class VerdictCache:
             self._local.conn, self._local.pid = conn, os.getpid()
         return conn
 
-    def get(self, key: str) -> dict[str, Any] | None:
-        """The entry stored under `key`, or None. The dict may be shared: do not mutate it."""
+    def get(self, key: str, fallback: Callable[[], str] | None = None) -> dict[str, Any] | None:
+        """The entry stored under `key`, or None. The dict may be shared: do not mutate it.
+
+        On a miss, `fallback` gives the key the same entry may have been stored under before
+        (`legacy_cache_key`); an entry found there is copied to `key`, so it is read once.
+        """
         entry = self._front.get(key)
         if entry is not None:
             return entry
+        entry = self._read(key)
+        if entry is None and fallback is not None:
+            entry = self._read(fallback())
+            if entry is not None:
+                self.put(key, entry)
+        if entry is not None:
+            self._remember(key, entry)
+        return entry
+
+    def _read(self, key: str) -> dict[str, Any] | None:
         try:
             row = (
                 self._conn().execute("SELECT value FROM verdicts WHERE key = ?", (key,)).fetchone()
@@ -86,11 +163,8 @@ class VerdictCache:
         except sqlite3.Error as exc:
             logger.warning("judge cache %s unreadable: %s", self.path, exc)
             return None
-        entry = None if row is None else json.loads(row[0])
-        if not isinstance(entry, dict):
-            return None
-        self._remember(key, entry)
-        return entry
+        entry = None if row is None else _loads(row[0])
+        return entry if isinstance(entry, dict) else None
 
     def put(self, key: str, value: dict[str, Any]) -> None:
         """Store `value` (JSON-serialisable) under `key`, replacing what was there."""

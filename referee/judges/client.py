@@ -30,14 +30,14 @@ import logging
 import os
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from referee.errors import BudgetExceeded, JudgeError, JudgeTimeout
-from referee.judges.cache import VerdictCache, cache_key, shared_cache
+from referee.judges.cache import VerdictCache, cache_key, legacy_cache_key, shared_cache
 from referee.judges.limits import (
     RequestRate,
     TokenRate,
@@ -215,8 +215,9 @@ class JudgeClient:
         cache = shared_cache(self.cache_path) if self.cache else None
         key = ""
         if cache is not None:
-            key = cache_key(self.model, messages, params, f"{version}|{schema.__name__}")
-            hit = _from_cache(cache, key, schema)
+            call = (self.model, messages, params, f"{version}|{schema.__name__}")
+            key = cache_key(*call)
+            hit = _from_cache(cache, key, schema, lambda: legacy_cache_key(*call))
             if hit is not None:
                 return hit
         started = time.monotonic()
@@ -358,9 +359,12 @@ def _parse_stored(text: str, schema: type[T]) -> T:
     return value  # type: ignore[return-value]
 
 
-def _from_cache(cache: VerdictCache, key: str, schema: type[T]) -> Verdict[T] | None:
-    """The cached verdict under `key`, or None (none, or one the current schema rejects)."""
-    hit = cache.get(key)
+def _from_cache(
+    cache: VerdictCache, key: str, schema: type[T], fallback: Callable[[], str] | None = None
+) -> Verdict[T] | None:
+    """The cached verdict under `key` (or `fallback`'s key, see `VerdictCache.get`), or None
+    (none, or one the current schema rejects)."""
+    hit = cache.get(key, fallback)
     if hit is None:
         return None
     raw = str(hit["raw"])

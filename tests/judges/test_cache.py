@@ -6,6 +6,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -73,3 +74,59 @@ def test_a_chatty_cached_verdict_is_read_as_when_it_was_stored(tmp_path: Path) -
         again = run_sync(judge.judge(messages, Grade))
         assert len(server.requests) == 1
     assert again.cached and again.value == first.value == Grade(score=3)
+
+
+CALL: tuple[str, list[dict[str, Any]], dict[str, Any], str] = (
+    "openai/gpt-4.1-mini",
+    [{"role": "system", "content": "Grade: «ça va» \u2028 \x00\x1f \"q\" \\ 名前"},
+     {"content": [{"type": "text", "text": "x"}], "role": "user", "name": "n"}],
+    {"temperature": 0.7, "max_tokens": 1024, "seed": None, "top_p": 1.0},
+    "v1|Grade",
+)  # fmt: skip
+
+
+def test_the_key_is_pinned_so_a_changed_encoding_cannot_orphan_every_cache() -> None:
+    # A different key for the same call silently re-buys every verdict a user has paid for.
+    assert cache.cache_key(*CALL) == (
+        "4831781d5b7c7c58c9ec94735e22b36fde8e83bacf5da9ccadf7259066ce0891"
+    )
+    # the key referee wrote before 0.2 (json.dumps with spaces), computed by that version
+    assert cache.legacy_cache_key(*CALL) == (
+        "d08e1a73931013fee42099c1159e8b4a65297665376ea9bbfc65e2d3bc5fd640"
+    )
+
+
+def test_the_key_is_the_same_with_and_without_orjson() -> None:
+    assert cache._canonical(CALL[1]) == cache._compact_json(CALL[1])
+    whole = {"model": CALL[0], "messages": CALL[1], "params": CALL[2], "version": CALL[3]}
+    assert cache._canonical(whole) == cache._compact_json(whole)
+
+
+def test_the_key_does_not_depend_on_key_order() -> None:
+    model, messages, params, version = CALL
+    reordered = [{k: m[k] for k in reversed(m)} for m in messages]
+    assert cache.cache_key(model, reordered, dict(reversed(params.items())), version) == (
+        cache.cache_key(*CALL)
+    )
+
+
+def test_values_orjson_refuses_still_have_a_key() -> None:
+    model, _, params, version = CALL
+    odd = [{"role": "user", "content": "lone \ud800", "n": 2**70}]
+    assert cache.cache_key(model, odd, params, version) != cache.cache_key(*CALL)
+    assert cache.cache_key(model, odd, params, version) == cache.cache_key(
+        model, odd, params, version
+    )
+
+
+def test_a_cache_filled_under_the_old_key_is_still_read_and_moved(tmp_path: Path) -> None:
+    path, messages = tmp_path / "c.sqlite", [{"role": "user", "content": "grade this"}]
+    with FakeJudgeServer(lambda r: Reply('{"score": 1}')) as server:
+        judge = JudgeClient(model="openai/gpt-4.1-mini", api_base=server.url,
+                            structured="prompt", cache_path=str(path))  # fmt: skip
+        call = (judge.model, messages, judge._params(None, None), "v1|Grade")
+        write_from_another_process(path, cache.legacy_cache_key(*call), '{"score": 4}')
+        verdict = run_sync(judge.judge(messages, Grade, version="v1"))
+        assert not server.requests
+    assert verdict.cached and verdict.value == Grade(score=4)
+    assert VerdictCache(path).get(cache.cache_key(*call)) == {"raw": '{"score": 4}'}
