@@ -16,11 +16,11 @@ from referee.errors import RolloutError
 from referee.reward import Reward
 from referee.rollouts.jsonl import RowError, RowOk
 from referee.rollouts.readers import Format, read_rollouts
-from referee.rollouts.scored import ScoredRow
+from referee.rollouts.scored import ScoredRow, row_json
 from referee.rollouts.summary import Summary
 from referee.score import Failure, Score
 
-__all__ = ["ScoreRun", "row_writer", "score_file", "score_rows", "score_to_path"]
+__all__ = ["RowWriter", "ScoreRun", "row_writer", "score_file", "score_rows", "score_to_path"]
 
 DEFAULT_BATCH_SIZE = 256
 
@@ -33,14 +33,24 @@ class ScoreRun:
     unreadable: int = 0
 
 
-def row_writer(stream: IO[str]) -> Callable[[ScoredRow], None]:
+class RowWriter:
+    """A `write` for `score_rows`: each output row as one JSON line on `stream`. `score_rows`
+    hands it the score itself (`row`), which it writes without building a `ScoredRow`."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._write = stream.write
+
+    def __call__(self, row: ScoredRow) -> None:
+        self._write(row.to_json() + "\n")
+
+    def row(self, line: int, rollout_id: str | None, group: str | None, score: Score) -> None:
+        """Write the row `ScoredRow.of(line, rollout_id, group, score)` would be."""
+        self._write(row_json(line, rollout_id, group, score) + "\n")
+
+
+def row_writer(stream: IO[str]) -> RowWriter:
     """A `write` for `score_rows`: each output row as one JSON line on `stream`."""
-
-    def write(row: ScoredRow) -> None:
-        stream.write(row.to_json())
-        stream.write("\n")
-
-    return write
+    return RowWriter(stream)
 
 
 def _error_score(row: RowError, source: str) -> Score:
@@ -63,6 +73,15 @@ def _batches(rows: Iterable[RowOk | RowError], size: int) -> Iterator[list[RowOk
         yield batch
 
 
+def _as_model(
+    write: Callable[[ScoredRow], None],
+) -> Callable[[int, str | None, str | None, Score], None]:
+    def emit(line: int, rollout_id: str | None, group: str | None, score: Score) -> None:
+        write(ScoredRow.of(line, rollout_id, group, score))
+
+    return emit
+
+
 async def score_rows(
     rows: Iterable[RowOk | RowError],
     reward: Reward,
@@ -81,6 +100,7 @@ async def score_rows(
     there); `run` carries a summary to continue.
     """
     run = run or ScoreRun()
+    emit = write.row if isinstance(write, RowWriter) else _as_model(write)
     for batch in _batches(rows, batch_size):
         good = [r for r in batch if isinstance(r, RowOk)]
         scores = iter(await reward.score_batch([r.rollout for r in good], concurrency=concurrency))
@@ -88,11 +108,11 @@ async def score_rows(
         for row in batch:
             if isinstance(row, RowOk):
                 score = next(scores)
-                write(ScoredRow.of(row.line, row.rollout.id, row.rollout.group, score))
+                emit(row.line, row.rollout.id, row.rollout.group, score)
             else:
                 score = _error_score(row, source)
                 run.unreadable += 1
-                write(ScoredRow.of(row.line, row.id, None, score))
+                emit(row.line, row.id, None, score)
             run.summary.add(score)
             consumed += row.size
         if flush is not None:
