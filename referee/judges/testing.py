@@ -31,8 +31,9 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from referee._loopback import JsonHandler, LoopbackServer
 
 __all__ = ["FakeJudgeServer", "Fault", "Reply", "Script", "Token"]
 
@@ -89,12 +90,7 @@ Script = Callable[[dict[str, Any]], Reply | Fault]
 """Maps a request body (the JSON the client sent) to what the server does."""
 
 
-class _Server(ThreadingHTTPServer):
-    # A backlog for hundreds of clients connecting at once (the default, 5, resets them).
-    request_queue_size = 1024
-
-
-class FakeJudgeServer:
+class FakeJudgeServer(LoopbackServer):
     """A threaded HTTP server answering ``POST /v1/chat/completions`` from a script.
 
     Attributes:
@@ -115,15 +111,9 @@ class FakeJudgeServer:
         self.peak_in_flight = 0
         self._in_flight = 0
         self._lock = threading.Lock()
-        self._closing = threading.Event()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            # Headers and body leave in two writes: with Nagle's algorithm the body would wait
-            # for the client's delayed ACK of the headers (40 ms on Linux) on every answer.
-            disable_nagle_algorithm = True
-
+        class Handler(JsonHandler):
             def setup(self) -> None:
                 super().setup()
                 with server._lock:
@@ -132,9 +122,9 @@ class FakeJudgeServer:
             def do_GET(self) -> None:
                 # How many requests arrived: for a client in another process (benchmarks).
                 if self.path.rstrip("/").endswith("/requests"):
-                    self._send(200, {"count": len(server.requests)}, {})
+                    self.send_json(200, {"count": len(server.requests)}, {})
                 else:
-                    self._send(404, {"error": {"message": "not found"}}, {})
+                    self.send_json(404, {"error": {"message": "not found"}}, {})
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", 0))
@@ -156,40 +146,13 @@ class FakeJudgeServer:
                 if isinstance(action, Fault):
                     if action.status == 0:
                         return  # a hang that ended: drop the connection without an answer
-                    self._send(action.status, {"error": {"message": "injected", "type": "fault"}},
-                               action.headers)  # fmt: skip
+                    self.send_json(action.status,
+                                   {"error": {"message": "injected", "type": "fault"}},
+                                   action.headers)  # fmt: skip
                     return
-                self._send(200, _completion(body, action, server.logprobs), {})
+                self.send_json(200, _completion(body, action, server.logprobs), {})
 
-            def _send(self, status: int, payload: Any, headers: dict[str, str]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._server = _Server(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_port}/v1"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        self._closing.set()
-        self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self) -> FakeJudgeServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        self._serve(Handler, "/v1")
 
 
 # Word-like pieces, as a BPE tokenizer's pre-tokenizer cuts text: a word or up to three digits

@@ -26,10 +26,10 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal
 
+from referee._loopback import JsonHandler, LoopbackServer
 from referee.models.loading import torch_module, transformers_module
 
 __all__ = ["CHAT_TEMPLATE", "SIZES", "FakeRewardServer", "Fault", "Scorer", "tiny_model", "words"]
@@ -126,7 +126,7 @@ Scorer = Callable[[str], float | list[list[float]]]
 """A text's score (a sequence model), or its rows of class probabilities (one per step)."""
 
 
-class FakeRewardServer:
+class FakeRewardServer(LoopbackServer):
     """A threaded server on 127.0.0.1 answering ``POST /pooling``, ``/classify`` (vLLM) and
     ``/get_reward`` (OpenRLHF) by `score`, one value per input text.
 
@@ -145,13 +145,9 @@ class FakeRewardServer:
         self.peak_in_flight = 0
         self._in_flight = 0
         self._lock = threading.Lock()
-        self._closing = threading.Event()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-
+        class Handler(JsonHandler):
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
                 with server._lock:
@@ -168,32 +164,15 @@ class FakeRewardServer:
                         server._in_flight -= 1
                 if fault is not None:
                     if fault.status:
-                        self._send(fault.status, {"error": {"message": "injected"}},
-                                   fault.headers)  # fmt: skip
+                        self.send_json(fault.status, {"error": {"message": "injected"}},
+                                       fault.headers)  # fmt: skip
                     return
                 try:
-                    self._send(200, server._answer(self.path, body), {})
+                    self.send_json(200, server._answer(self.path, body), {})
                 except ValueError as exc:
-                    self._send(400, {"error": {"message": str(exc)}}, {})
+                    self.send_json(400, {"error": {"message": str(exc)}}, {})
 
-            def _send(self, status: int, payload: Any, headers: dict[str, str]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        self._serve(Handler)
 
     def _answer(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         if path.endswith("/get_reward"):
@@ -225,14 +204,3 @@ class FakeRewardServer:
             return {"id": "pool-fake", "object": "list", "created": 0, "model": model,
                     "data": data, "usage": usage}  # fmt: skip
         raise ValueError(f"no endpoint {path}")
-
-    def close(self) -> None:
-        self._closing.set()
-        self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self) -> FakeRewardServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -1,0 +1,73 @@
+"""The scripted HTTP servers' common part: JSON answers, and a server on 127.0.0.1 on its own
+thread. `referee.judges.testing.FakeJudgeServer` (OpenAI's chat completions) and
+`referee.models.testing.FakeRewardServer` (vLLM's pooling API, OpenRLHF's remote RM) are
+built on it; it is here, below both, because units of one layer may not import each other.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self
+
+__all__ = ["JsonHandler", "LoopbackServer"]
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """A request handler that keeps connections alive and answers JSON, silently."""
+
+    protocol_version = "HTTP/1.1"
+    # Headers and body leave in two writes: with Nagle's algorithm the body would wait for
+    # the client's delayed ACK of the headers (40 ms on Linux) on every answer.
+    disable_nagle_algorithm = True
+
+    def send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        """Answer `payload` as JSON with `status` and any extra `headers`."""
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+class _Server(ThreadingHTTPServer):
+    # A backlog for hundreds of clients connecting at once (the default, 5, resets them).
+    request_queue_size = 1024
+    daemon_threads = True
+
+
+class LoopbackServer:
+    """A threaded HTTP server on 127.0.0.1 (a free port), serving on its own thread until
+    `close` (or the end of a ``with`` block). Subclasses call `_serve` with their handler.
+
+    `_closing` is set on close: a handler that waits (a scripted delay) waits on it, so a
+    closing server does not wait for its scripts.
+    """
+
+    url: str
+
+    def _serve(self, handler: type[JsonHandler], path: str = "") -> None:
+        self._closing = threading.Event()
+        self._server = _Server(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self._server.server_port}{path}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop serving and free the port."""
+        self._closing.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
