@@ -12,7 +12,8 @@
 2. `referee serve` (its own process) with `max_concurrent` requests whose rewards are stuck at
    all times (each re-sent as soon as its timeout comes back), and normal one-rollout requests
    from 4 clients in a closed loop: their p50/p99 latency, against the same normal load with
-   nothing stuck, same run.
+   nothing stuck, same run; then the same with the switch interval at 1ms throughout (the slow
+   lane's 0.1ms switched off), for comparison.
 
 Usage: python benchmarks/bench_deadline.py [--timeout 0.5] [--window 6]
 """
@@ -112,10 +113,12 @@ sys.path.insert(0, sys.argv[1])
 import referee
 from benchmarks.bench_deadline import spin
 from referee.backends.server import serve
-from referee.cli import SWITCH_INTERVAL
+from referee.cli import STUCK_SWITCH_INTERVAL, SWITCH_INTERVAL
 sys.setswitchinterval(SWITCH_INTERVAL)  # as `referee serve` does
 reward = referee.reward(timeout=float(sys.argv[2]))(spin)
-asyncio.run(serve(reward, port=0, ready=lambda url: print(url, flush=True)))
+stuck = STUCK_SWITCH_INTERVAL if sys.argv[3] == "1" else None
+asyncio.run(serve(reward, port=0, stuck_switch_interval=stuck,
+                  ready=lambda url: print(url, flush=True)))
 """
 
 
@@ -151,8 +154,13 @@ def percentiles(values: list[float]) -> tuple[float, float]:
     return ordered[len(ordered) // 2], ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
 
 
-def server_under_stuck_requests(seconds: float, window: float, slots: int = 8) -> None:
-    proc = subprocess.Popen([sys.executable, "-c", SERVER, str(ROOT), str(seconds)],
+def server_under_stuck_requests(
+    seconds: float, window: float, slots: int = 8, stuck_switch: bool = True
+) -> None:
+    """Part 2; `stuck_switch`: the slow lane's shorter switch interval, as `referee serve`
+    sets it (else 1ms throughout, as before it)."""
+    proc = subprocess.Popen([sys.executable, "-c", SERVER, str(ROOT), str(seconds),
+                             "1" if stuck_switch else "0"],
                             stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
         assert proc.stdout is not None
@@ -180,8 +188,10 @@ def server_under_stuck_requests(seconds: float, window: float, slots: int = 8) -
         proc.wait(timeout=60)
     p50, p99 = percentiles(calm)
     b50, b99 = percentiles(busy)
-    print(f"2. referee serve, max_concurrent {slots}, reward timeout "
-          f"{seconds:g}s, normal one-rollout requests from 4 clients for {window:g}s")  # fmt: skip
+    interval = "0.1ms in the slow lane" if stuck_switch else "1ms throughout (before 0.1ms)"
+    print(f"2. referee serve, max_concurrent {slots}, reward timeout {seconds:g}s, switch "
+          f"interval {interval},")  # fmt: skip
+    print(f"   normal one-rollout requests from 4 clients for {window:g}s")
     print(f"  nothing stuck: {len(calm)} requests, p50 {p50 * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms")
     print(f"  {slots} stuck requests at all times ({stuck_done[0]} timed out meanwhile): "
           f"{len(busy)} requests, p50 {b50 * 1e3:.1f} ms, p99 {b99 * 1e3:.1f} ms")  # fmt: skip
@@ -195,6 +205,7 @@ def main() -> None:
     args = parser.parse_args()
     timed_out_rollout(args.timeout)
     server_under_stuck_requests(max(args.timeout, 2.0), args.window)
+    server_under_stuck_requests(max(args.timeout, 2.0), args.window, stuck_switch=False)
 
 
 if __name__ == "__main__":

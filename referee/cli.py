@@ -49,6 +49,7 @@ __all__ = ["main"]
 _PROGRESS_MIN_BYTES = 1 << 20
 RAY_BATCH_SIZE = 4096  # files smaller than this finish before a bar is worth drawing
 SWITCH_INTERVAL = 0.001  # `referee serve`: seconds a thread holds the interpreter lock in turn
+STUCK_SWITCH_INTERVAL = 0.0001  # the same, while a request is in the slow lane
 
 
 def _fmt(value: float | None) -> str:
@@ -665,7 +666,8 @@ def serve(
                       soft_wrap=True)  # fmt: skip
 
     # A sync check computing until its deadline holds the interpreter lock in turns with the
-    # event loop: a shorter switch interval (5ms by default) hands it back sooner.
+    # event loop: a shorter switch interval (5ms by default) hands it back sooner; shorter still
+    # while a request is in the slow lane (STUCK_SWITCH_INTERVAL).
     sys.setswitchinterval(SWITCH_INTERVAL)
 
     try:
@@ -678,6 +680,7 @@ def serve(
                 max_concurrent=max_concurrent,
                 failure_value=failure_value,
                 slow_after=slow_after,
+                stuck_switch_interval=STUCK_SWITCH_INTERVAL,
                 end_markers=markers,
                 ready=ready,
             )

@@ -39,8 +39,11 @@ of ``max_concurrent`` more, so requests stuck until their deadline do not make f
 for it. At most twice ``max_concurrent`` requests are scored at once; when the slow lane is
 full a slow request keeps its slot. A sync reward scores in the service's own threads, one per
 request it may run at once. Those threads share the interpreter lock with the event loop: a
-check computing until its deadline slows every request while it runs (``referee serve`` sets
-a switch interval of 1ms, not 5, so the loop gets the lock back sooner; measured in
+check computing until its deadline slows every request while it runs. ``referee serve`` sets a
+switch interval of 1ms, not 5, so the loop gets the lock back sooner, and 0.1ms while any
+request is in the slow lane (``stuck_switch_interval``): a normal request then waits about
+35ms, not 100, behind eight stuck ones, and the shorter interval, which costs a busy server
+10-15% of its throughput, is only paid while something is stuck (measured in
 ``benchmarks/bench_deadline.py``).
 """
 
@@ -119,6 +122,10 @@ class RewardService:
             (`referee.backends.openrlhf.EndMarkers`; `EndMarkers.none()` strips nothing).
         slow_after: Seconds after which a request still being scored gives its slot back
             (`SLOW_AFTER`; see the module docstring).
+        stuck_switch_interval: The interpreter's switch interval (`sys.setswitchinterval`)
+            while any request is in the slow lane, the one before restored when the lane
+            empties; None leaves it alone. It is process-wide: ``referee serve`` sets it
+            (`STUCK_SWITCH_INTERVAL`), a library caller decides.
     """
 
     reward: Reward
@@ -127,6 +134,7 @@ class RewardService:
     failure_value: float = 0.0
     concurrency: int | None = None
     slow_after: float = SLOW_AFTER
+    stuck_switch_interval: float | None = None
     end_markers: EndMarkers = field(default_factory=EndMarkers)
     in_flight: int = field(default=0, init=False)
     closing: bool = field(default=False, init=False)
@@ -135,6 +143,7 @@ class RewardService:
         self._sync = is_sync(self.reward)
         self._slots: asyncio.Semaphore | None = None
         self._slow = 0  # requests in the slow lane
+        self._calm_interval = sys.getswitchinterval()  # restored when the slow lane empties
         self._threads: ThreadPoolExecutor | None = None
         self._component_keys = component_keys(self.reward)
 
@@ -221,10 +230,15 @@ class RewardService:
                 self._slots.release()
                 held = False
                 self._slow += 1
+                if self._slow == 1 and self.stuck_switch_interval is not None:
+                    self._calm_interval = sys.getswitchinterval()
+                    sys.setswitchinterval(self.stuck_switch_interval)
                 try:
                     return await work
                 finally:
                     self._slow -= 1
+                    if self._slow == 0 and self.stuck_switch_interval is not None:
+                        sys.setswitchinterval(self._calm_interval)
             finally:
                 if held:
                     self._slots.release()
@@ -314,6 +328,7 @@ async def serve(
     max_concurrent: int = DEFAULT_MAX_CONCURRENT,
     failure_value: float = 0.0,
     slow_after: float = SLOW_AFTER,
+    stuck_switch_interval: float | None = None,
     end_markers: EndMarkers | None = None,
     shutdown_timeout: float = 60.0,
     ready: Callable[[str], None] | None = None,
@@ -329,6 +344,7 @@ async def serve(
         max_concurrent=max_concurrent,
         failure_value=failure_value,
         slow_after=slow_after,
+        stuck_switch_interval=stuck_switch_interval,
         end_markers=EndMarkers() if end_markers is None else end_markers,
     )
     runner = web.AppRunner(service.app(), shutdown_timeout=shutdown_timeout, access_log=None)

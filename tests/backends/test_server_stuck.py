@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import threading
 import time
 import urllib.request
@@ -107,15 +108,22 @@ def test_stuck_requests_fail_at_the_deadline_and_the_server_goes_on(reward: Any)
         assert [f.result(timeout=HANG)["scores"][0]["reward"] for f in again] == [1.0] * 3
 
 
-def test_a_slow_request_gives_its_slot_back() -> None:
-    """One slot, held by a request stuck until released: a fast request is served meanwhile."""
-    release = threading.Event()
+def held_until(release: threading.Event) -> Any:
+    """A reward that holds a "loop" rollout, awaiting, until `release` is set."""
 
     @referee.reward(timeout=HANG)
     async def waits(rollout: Rollout) -> float:
         while rollout.completion_text == "loop" and not release.is_set():
             await asyncio.sleep(0.01)
         return 1.0
+
+    return waits
+
+
+def test_a_slow_request_gives_its_slot_back() -> None:
+    """One slot, held by a request stuck until released: a fast request is served meanwhile."""
+    release = threading.Event()
+    waits = held_until(release)
 
     with running(waits, max_concurrent=1, slow_after=0.05) as url, ThreadPoolExecutor(1) as pool:
         stuck = pool.submit(post, url + "/score", one("loop"))
@@ -124,5 +132,44 @@ def test_a_slow_request_gives_its_slot_back() -> None:
             time.sleep(0.01)
         assert post(url + "/score", one("fine"))["scores"][0]["reward"] == 1.0
         assert not stuck.done()
+        release.set()
+        assert stuck.result(timeout=HANG)["scores"][0]["reward"] == 1.0
+
+
+def test_the_switch_interval_is_short_only_while_a_request_is_in_the_slow_lane() -> None:
+    release = threading.Event()
+    waits = held_until(release)
+
+    def interval_becomes(value: float) -> bool:
+        # (the interpreter keeps whole microseconds: 0.0002 reads back as 0.000199)
+        deadline = time.monotonic() + HANG
+        while abs(sys.getswitchinterval() - value) > 2e-6 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return abs(sys.getswitchinterval() - value) <= 2e-6
+
+    calm = sys.getswitchinterval()
+    options = {"max_concurrent": 1, "slow_after": 0.05, "stuck_switch_interval": 0.0002}
+    try:
+        with running(waits, **options) as url, ThreadPoolExecutor(2) as pool:
+            assert post(url + "/score", one("fine"))["scores"][0]["reward"] == 1.0
+            assert sys.getswitchinterval() == calm  # a fast request leaves it alone
+            stuck = [pool.submit(post, url + "/score", one("loop")) for _ in range(2)]
+            assert interval_becomes(0.0002)
+            release.set()
+            assert [f.result(timeout=HANG)["scores"][0]["reward"] for f in stuck] == [1.0] * 2
+            assert interval_becomes(calm)  # the lane emptied
+    finally:
+        sys.setswitchinterval(calm)
+
+
+def test_a_library_server_leaves_the_switch_interval_alone() -> None:
+    release = threading.Event()
+    waits = held_until(release)
+
+    calm = sys.getswitchinterval()
+    with running(waits, max_concurrent=1, slow_after=0.05) as url, ThreadPoolExecutor(1) as pool:
+        stuck = pool.submit(post, url + "/score", one("loop"))
+        time.sleep(0.3)  # well into the slow lane
+        assert sys.getswitchinterval() == calm
         release.set()
         assert stuck.result(timeout=HANG)["scores"][0]["reward"] == 1.0
