@@ -54,6 +54,7 @@ import json
 import logging
 import signal
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -108,6 +109,32 @@ def _dropped(request: web.Request, why: str) -> None:
     logger.info("referee serve: %s %s: %s", request.method, request.path, why)
 
 
+class _StuckInterval:
+    """The process's switch interval while requests are in slow lanes: the shortest asked for
+    while any is (services on several loops and threads share one interpreter), the one from
+    before restored when the last leaves."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._asked: list[float] = []
+        self._calm = 0.0
+
+    def enter(self, interval: float) -> None:
+        with self._lock:
+            if not self._asked:
+                self._calm = sys.getswitchinterval()
+            self._asked.append(interval)
+            sys.setswitchinterval(min(self._asked))
+
+    def leave(self, interval: float) -> None:
+        with self._lock:
+            self._asked.remove(interval)
+            sys.setswitchinterval(min(self._asked) if self._asked else self._calm)
+
+
+_STUCK = _StuckInterval()
+
+
 @dataclass
 class RewardService:
     """The aiohttp application around one reward.
@@ -143,7 +170,6 @@ class RewardService:
         self._sync = is_sync(self.reward)
         self._slots: asyncio.Semaphore | None = None
         self._slow = 0  # requests in the slow lane
-        self._calm_interval = sys.getswitchinterval()  # restored when the slow lane empties
         self._threads: ThreadPoolExecutor | None = None
         self._component_keys = component_keys(self.reward)
 
@@ -230,15 +256,14 @@ class RewardService:
                 self._slots.release()
                 held = False
                 self._slow += 1
-                if self._slow == 1 and self.stuck_switch_interval is not None:
-                    self._calm_interval = sys.getswitchinterval()
-                    sys.setswitchinterval(self.stuck_switch_interval)
+                if self.stuck_switch_interval is not None:
+                    _STUCK.enter(self.stuck_switch_interval)
                 try:
                     return await work
                 finally:
                     self._slow -= 1
-                    if self._slow == 0 and self.stuck_switch_interval is not None:
-                        sys.setswitchinterval(self._calm_interval)
+                    if self.stuck_switch_interval is not None:
+                        _STUCK.leave(self.stuck_switch_interval)
             finally:
                 if held:
                     self._slots.release()

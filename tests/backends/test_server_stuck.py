@@ -25,6 +25,7 @@ pytest.importorskip(
 
 import referee
 from referee import Rollout
+from referee.backends.server import _StuckInterval
 from referee.backends.server import serve as serve_reward
 
 HANG = 60.0
@@ -173,3 +174,18 @@ def test_a_library_server_leaves_the_switch_interval_alone() -> None:
         assert sys.getswitchinterval() == calm
         release.set()
         assert stuck.result(timeout=HANG)["scores"][0]["reward"] == 1.0
+
+
+def test_services_sharing_the_interpreter_restore_its_interval_only_when_all_are_calm() -> None:
+    calm = sys.getswitchinterval()
+    lanes = _StuckInterval()
+    try:
+        lanes.enter(0.0005)
+        lanes.enter(0.0002)
+        assert sys.getswitchinterval() == pytest.approx(0.0002, abs=2e-6)
+        lanes.leave(0.0005)  # the first to enter leaves first: the other is still stuck
+        assert sys.getswitchinterval() == pytest.approx(0.0002, abs=2e-6)
+        lanes.leave(0.0002)
+        assert sys.getswitchinterval() == calm
+    finally:
+        sys.setswitchinterval(calm)
