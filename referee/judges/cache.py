@@ -147,12 +147,12 @@ class VerdictCache:
         if entry is not None:
             return entry
         entry = self._read(key)
-        if entry is None and fallback is not None:
-            entry = self._read(fallback())
-            if entry is not None:
-                self.put(key, entry)
         if entry is not None:
             self._remember(key, entry)
+        elif fallback is not None:
+            entry = self._read(fallback())
+            if entry is not None:
+                self.put(key, entry)  # and remembered
         return entry
 
     def _read(self, key: str) -> dict[str, Any] | None:
