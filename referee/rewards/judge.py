@@ -163,11 +163,22 @@ class RubricJudge(_JudgeReward):
     name: str = "rubric_judge"
     _rubric: Rubric = field(init=False, repr=False, compare=False)
     _verdict: type[BaseModel] = field(init=False, repr=False, compare=False)
+    _task: str = field(init=False, repr=False, compare=False)
+    # each criterion with its value's JSON Pointer and literals, worked out once
+    _criteria: list[tuple[Criterion, str, dict[str, float] | None]] = field(
+        init=False, repr=False, compare=False
+    )
+    _weight: float = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self._rubric = load_rubric(self.rubric)
         self._verdict = verdict_model(self._rubric)
+        self._task = rubric_task(self._rubric)
+        self._criteria = [
+            (c, pointer("criteria", c.id), _literals(c)) for c in self._rubric.criteria
+        ]
+        self._weight = sum(c.weight for c in self._rubric.criteria)
 
     def messages(self, rollout: Rollout) -> list[dict[str, Any]]:
         """The judge's messages for `rollout`: instructions, rubric, fenced material."""
@@ -178,7 +189,7 @@ class RubricJudge(_JudgeReward):
                 ("REFERENCE ANSWER", self._reference(rollout, f"rubric {rubric.name!r}"))
             )
         material.append(("RESPONSE", response_text(rollout)))
-        return judge_messages(rubric_task(rubric), material, RUBRIC_SHAPE)
+        return judge_messages(self._task, material, RUBRIC_SHAPE)
 
     async def evaluate(self, rollout: Rollout) -> Score:
         version = f"{self._rubric.name}@{self._rubric.version}"
@@ -186,16 +197,14 @@ class RubricJudge(_JudgeReward):
         samples = [v.value.criteria.model_dump() for v in verdicts]
         components: dict[str, float | None] = {}
         sampled: list[str] = []
-        for c in self._rubric.criteria:
+        for c, path, literals in self._criteria:
             raw = [s[c.id] for s in samples]
-            values, read = self._values(
-                verdicts, pointer("criteria", c.id), [c.normalise(r) for r in raw], _literals(c)
-            )
+            values, read = self._values(verdicts, path, [c.normalise(r) for r in raw], literals)
             if not read:
                 sampled.append(c.id)
             components[c.id] = self._combine(values, raw)
-        weight = sum(c.weight for c in self._rubric.criteria)
-        total = sum(c.weight * (components[c.id] or 0.0) for c in self._rubric.criteria) / weight
+        total = sum(c.weight * (components[c.id] or 0.0) for c, _, _ in self._criteria)
+        total /= self._weight
         return _score(total, components, verdicts, self._note(verdicts, sampled))
 
 
@@ -273,6 +282,9 @@ class _EquivalenceVerdict(BaseModel):
     reasoning: str = ""
 
 
+_EQUIVALENT = pointer("equivalent")
+
+
 @register("reference_judge")
 @dataclass(kw_only=True)
 class ReferenceJudge(_JudgeReward):
@@ -301,9 +313,7 @@ class ReferenceJudge(_JudgeReward):
             judge_messages(task, material, shape), _EquivalenceVerdict, "reference:1"
         )
         raw = [bool(v.value.equivalent) for v in verdicts]
-        values, read = self._values(
-            verdicts, pointer("equivalent"), [float(r) for r in raw], BOOLEAN
-        )
+        values, read = self._values(verdicts, _EQUIVALENT, [float(r) for r in raw], BOOLEAN)
         note = self._note(verdicts, [] if read else ["equivalent"])
         return _score(self._combine(values, raw), {}, verdicts, note)
 
