@@ -12,6 +12,9 @@ the client's GIL and hide the client's cost) and answers every call after 50 ms.
 2. Cache hits: the same verdicts asked again, in this process (the memory front) and from a
    fresh process (SQLite, every verdict parsed). Target: at least 50,000 verdicts/s.
 3. HTTP calls the server saw while a scored set was scored again. Target: 0.
+4. The same re-scoring as a user runs it: ``referee.score`` with a ``rubric_judge`` (messages
+   built, verdict read into components and a Score) from a fresh process, every verdict
+   cached, against the client's own hits (2.) as the baseline.
 
 Every measurement starts from a collected heap (``--freeze``: collected and frozen; see
 `settle`), the same for every client; the best of ``--repeat`` runs is kept. The machine's
@@ -166,9 +169,17 @@ def referee_client(transport: Transport = "auto", cache_path: str | None = None)
     return peer
 
 
-def start_server() -> tuple[subprocess.Popen[str], str]:
+RUBRIC_REPLY = (
+    '{"criteria": {"addresses_request": 4, "completeness": 3, "actionable": 5, "concise": 2}, '
+    '"reasoning": "verdict {n}"}'
+)
+"""A verdict under the helpfulness rubric (part 4's server replies with it)."""
+
+
+def start_server(*reply: str) -> tuple[subprocess.Popen[str], str]:
     server = subprocess.Popen(
-        [sys.executable, "-m", "referee.judges.testing", "--delay", str(LATENCY)],
+        [sys.executable, "-m", "referee.judges.testing", "--delay", str(LATENCY),
+         *(["--reply", reply[0]] if reply else [])],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert server.stdout is not None
@@ -191,6 +202,42 @@ async def hits(cache_path: str, url: str, calls: int) -> float:
     if not all(v.cached for v in verdicts):
         raise SystemExit("a verdict was not cached")
     return elapsed
+
+
+def rubric_rollouts(calls: int) -> list[referee.Rollout]:
+    prompt = "Explain how a hash map handles collisions, briefly."
+    return [referee.Rollout(id=str(i), prompt=prompt, completion=f"Answer {i}: {_ANSWER}")
+            for i in range(calls)]  # fmt: skip
+
+
+def rubric_judge(cache_path: str, url: str) -> RubricJudge:
+    client = JudgeClient(model=MODEL, api_base=url, structured="prompt", cache_path=cache_path)
+    return RubricJudge(rubric="helpfulness", client=client)
+
+
+def rescored(cache_path: str, url: str, calls: int) -> float:
+    """Seconds for ``referee.score`` to score `calls` rollouts again with a rubric judge whose
+    verdicts are all cached."""
+    judge, rollouts = rubric_judge(cache_path, url), rubric_rollouts(calls)
+    settle()
+    start = time.perf_counter()
+    scores = referee.score(judge, rollouts)
+    elapsed = time.perf_counter() - start
+    if any(s.value is None for s in scores):
+        raise SystemExit(f"a rollout failed: {next(s for s in scores if s.value is None)}")
+    return elapsed
+
+
+def fresh(flag: str, cache_path: str, url: str, calls: int) -> float:
+    """The best of three runs of `flag`'s half in processes of their own (a number each)."""
+    return max(
+        float(subprocess.run(
+            [sys.executable, __file__, "--calls", str(calls), flag, f"{cache_path}|{url}",
+             *(["--freeze"] if FREEZE else [])],
+            check=True, capture_output=True, text=True,
+        ).stdout)
+        for _ in range(3)
+    )  # fmt: skip
 
 
 PEERS: dict[str, Peer] = {
@@ -227,12 +274,17 @@ def main() -> None:
     parser.add_argument("--only", default="", help="only the clients whose name has this")
     parser.add_argument("--freeze", action="store_true", help="gc.freeze() before each run")
     parser.add_argument("--hits-from", help=argparse.SUPPRESS)  # the fresh-process half of 2
+    parser.add_argument("--rescore-from", help=argparse.SUPPRESS)  # part 4
     args = parser.parse_args()
     global FREEZE
     FREEZE = args.freeze
     if args.hits_from:
         cache_path, url = args.hits_from.split("|")
         print(args.calls / asyncio.run(hits(cache_path, url, args.calls)))
+        return
+    if args.rescore_from:
+        cache_path, url = args.rescore_from.split("|")
+        print(args.calls / rescored(cache_path, url, args.calls))
         return
     import litellm  # before the runs: it configures its logger on import
 
@@ -250,19 +302,25 @@ def main() -> None:
             asyncio.run(timed(referee_client(cache_path=cache_path), url, args.calls, 256))
             before = requests_seen(url)
             warm = min(asyncio.run(hits(cache_path, url, args.calls)) for _ in range(3))
-            fresh = [
-                float(subprocess.run(
-                    [sys.executable, __file__, "--calls", str(args.calls),
-                     "--hits-from", f"{cache_path}|{url}", *(["--freeze"] if FREEZE else [])],
-                    check=True, capture_output=True, text=True,
-                ).stdout)
-                for _ in range(3)
-            ]  # fmt: skip
+            fresh_hits = fresh("--hits-from", cache_path, url, args.calls)
             again = requests_seen(url) - before
+            rubric_server, rubric_url = start_server(RUBRIC_REPLY)
+            try:
+                rubric_cache = f"{tmp}/rubric.sqlite"
+                rescored(rubric_cache, rubric_url, args.calls)  # the first scoring
+                before = requests_seen(rubric_url)
+                fresh_rescore = fresh("--rescore-from", rubric_cache, rubric_url, args.calls)
+                again += requests_seen(rubric_url) - before
+            finally:
+                rubric_server.terminate()
+                rubric_server.wait(10)
         print(f"\ncache hits, {args.calls} verdicts (target >= 50,000/s)")
         print(f"  same process (memory front):   {args.calls / warm:9,.0f} verdicts/s")
-        print(f"  fresh process (SQLite, parsed): {max(fresh):9,.0f} verdicts/s")
-        print(f"HTTP calls while the scored set was scored again: {again} (target 0)")
+        print(f"  fresh process (SQLite, parsed): {fresh_hits:9,.0f} verdicts/s")
+        print(f"HTTP calls while the scored sets were scored again: {again} (target 0)")
+        print(f"re-scoring {args.calls} rollouts with referee.score and a rubric_judge, fresh "
+              f"process: {fresh_rescore:,.0f} rollouts/s "
+              f"({fresh_rescore / fresh_hits:.2f}x the client's own hits)")  # fmt: skip
         print(f"load average after: {os.getloadavg()[0]:.2f}")
     finally:
         server.terminate()
