@@ -107,9 +107,10 @@ _LEGACY_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str)
 def legacy_cache_key(
     model: str, messages: list[dict[str, Any]], params: dict[str, Any], version: str
 ) -> str:
-    """The key referee 0.1's caches were written under (``json.dumps`` with its spaces, which
-    costs a cache hit 5 us of its 20). A miss under `cache_key` looks here once, so a cache
-    filled before the change is still read (`VerdictCache.get`'s ``fallback``)."""
+    """The key caches were written under before `cache_key` took its form (``json.dumps``
+    with its spaces, which cost a cache hit 5 us of its 20). A miss under `cache_key` looks
+    here once, so a cache filled before the change is still read (`VerdictCache.get`'s
+    ``fallback``)."""
     blob = _LEGACY_JSON(
         {"model": model, "messages": messages, "params": params, "version": version}
     )
@@ -163,7 +164,13 @@ class VerdictCache:
         except sqlite3.Error as exc:
             logger.warning("judge cache %s unreadable: %s", self.path, exc)
             return None
-        entry = None if row is None else _loads(row[0])
+        if row is None:
+            return None
+        try:
+            entry = _loads(row[0])
+        except ValueError as exc:  # a damaged entry costs a model call, as a missing one does
+            logger.warning("judge cache %s: entry %s unreadable: %s", self.path, key[:12], exc)
+            return None
         return entry if isinstance(entry, dict) else None
 
     def put(self, key: str, value: dict[str, Any]) -> None:

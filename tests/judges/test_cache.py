@@ -130,3 +130,11 @@ def test_a_cache_filled_under_the_old_key_is_still_read_and_moved(tmp_path: Path
         assert not server.requests
     assert verdict.cached and verdict.value == Grade(score=4)
     assert VerdictCache(path).get(cache.cache_key(*call)) == {"raw": '{"score": 4}'}
+
+
+def test_a_damaged_entry_is_a_miss_not_a_crash(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    VerdictCache(path).put("k", {"raw": "1"})
+    with sqlite3.connect(path) as conn:  # a half-written value, as a full disk leaves
+        conn.execute("UPDATE verdicts SET value = ? WHERE key = ?", ('{"raw": "1', "k"))
+    assert VerdictCache(path).get("k") is None
