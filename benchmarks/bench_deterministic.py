@@ -201,17 +201,22 @@ def direct_math_verify(pairs: list[tuple[str, str]]) -> list[float]:
 
 
 def best_of_interleaved(
-    a: Callable[[], Any], b: Callable[[], Any], repeat: int
+    a: Callable[[], Any],
+    b: Callable[[], Any],
+    repeat: int,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> tuple[tuple[float, Any], tuple[float, Any]]:
-    """Best time of each of `a` and `b`, run alternately so drift in machine load hits both."""
+    """Best time of each of `a` and `b` by `clock` (wall time, or ``time.process_time`` for
+    CPU time), run alternately so drift in machine load hits both; with the last run's
+    results."""
     best = [math.inf, math.inf]
     results: list[Any] = [None, None]
     for _ in range(repeat):
         for i, fn in enumerate((a, b)):
             gc.collect()
-            start = time.perf_counter()
+            start = clock()
             results[i] = fn()
-            best[i] = min(best[i], time.perf_counter() - start)
+            best[i] = min(best[i], clock() - start)
             results[i] = results[i] if _ == repeat - 1 else None
     return (best[0], results[0]), (best[1], results[1])
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import io
 import json
 import random
@@ -37,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import referee  # noqa: E402
+from benchmarks.bench_deterministic import best_of_interleaved  # noqa: E402
 from referee import Score  # noqa: E402
 from referee.reward import CheckReward  # noqa: E402
 
@@ -96,21 +96,6 @@ def direct_similarity(metric: str) -> Callable[[str, Sequence[str]], float]:
     return rouge
 
 
-def best_of_interleaved(
-    a: Callable[[], Any], b: Callable[[], Any], repeat: int
-) -> tuple[tuple[float, Any], tuple[float, Any]]:
-    """Best CPU time of each of `a` and `b`, run alternately, with the last run's results."""
-    best = [float("inf"), float("inf")]
-    results: list[Any] = [None, None]
-    for _ in range(repeat):
-        for i, fn in enumerate((a, b)):
-            gc.collect()
-            start = time.process_time()
-            results[i] = fn()
-            best[i] = min(best[i], time.process_time() - start)
-    return (best[0], results[0]), (best[1], results[1])
-
-
 @dataclass(kw_only=True)
 class Constant(CheckReward):
     """A reward that does no work: referee's own cost per rollout, whatever the check."""
@@ -149,6 +134,7 @@ def bench_similarity(n: int, repeat: int) -> None:
             lambda direct=direct: [direct(h, r) for h, r in pairs],  # type: ignore[misc]
             lambda reward=reward: referee.score(reward, rollouts),  # type: ignore[misc]
             repeat,
+            clock=time.process_time,
         )
         same = sum(
             1
@@ -236,6 +222,7 @@ def bench_reasoning(per_task: int, repeat: int) -> None:
             lambda: direct_reasoning(rows, scorers),
             lambda: referee.score(reward, rollouts),
             repeat,
+            clock=time.process_time,
         )
     same = sum(
         1
@@ -262,6 +249,7 @@ def bench_reasoning(per_task: int, repeat: int) -> None:
             lambda: direct_reasoning(cheap_rows, scorers),
             lambda: referee.score(reward, cheap_rollouts),
             repeat,
+            clock=time.process_time,
         )
     n = len(cheap_rows)
     print(
