@@ -1,14 +1,45 @@
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import referee
+from referee.backends.server import serve as serve_reward
 from referee.judges.testing import FakeJudgeServer, Reply
+
+HANG = 60.0
+"""Seconds a test waits for what should take a fraction of one."""
+
+
+@contextmanager
+def running(reward: referee.Reward, **options: Any) -> Iterator[str]:
+    """`serve(reward)` in a thread of this process (so caplog sees what it logs); yields its
+    base URL, and stops it (draining requests in flight) on leaving."""
+    urls: list[str] = []
+    started = threading.Event()
+    box: dict[str, Any] = {}
+
+    async def main() -> None:
+        box["loop"], box["stop"] = asyncio.get_running_loop(), asyncio.Event()
+        await serve_reward(reward, port=0, ready=lambda url: (urls.append(url), started.set()),
+                           stop=box["stop"], shutdown_timeout=5, **options)  # fmt: skip
+
+    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
+    thread.start()
+    assert started.wait(timeout=HANG)
+    try:
+        yield urls[0]
+    finally:
+        box["loop"].call_soon_threadsafe(box["stop"].set)
+        thread.join(timeout=HANG)
 
 
 def letter_judge(request: dict[str, Any]) -> Reply:

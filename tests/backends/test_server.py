@@ -30,9 +30,8 @@ pytest.importorskip(
 
 import referee
 from referee import Rollout
-from referee.backends.server import serve as serve_reward
 from referee.judges.testing import FakeJudgeServer, Reply
-from tests.backends.conftest import letter_judge
+from tests.backends.conftest import letter_judge, running
 
 SPEC = {
     "name": "answer",
@@ -233,21 +232,8 @@ async def slow(rollout: Rollout) -> float:
 @pytest.fixture
 def in_process() -> Iterator[str]:
     """`referee serve` in a thread of this process, so that caplog sees what it logs."""
-    urls: list[str] = []
-    started = threading.Event()
-    box: dict[str, Any] = {}
-
-    async def main() -> None:
-        box["loop"], box["stop"] = asyncio.get_running_loop(), asyncio.Event()
-        await serve_reward(slow, port=0, ready=lambda url: (urls.append(url), started.set()),
-                           stop=box["stop"], shutdown_timeout=5)  # fmt: skip
-
-    thread = threading.Thread(target=asyncio.run, args=(main(),))
-    thread.start()
-    assert started.wait(timeout=30)
-    yield urls[0]
-    box["loop"].call_soon_threadsafe(box["stop"].set)
-    thread.join(timeout=30)
+    with running(slow) as url:
+        yield url
 
 
 def wait_until(condition: Callable[[], bool], seconds: float = 10) -> None:

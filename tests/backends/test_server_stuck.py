@@ -12,9 +12,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -26,9 +24,7 @@ pytest.importorskip(
 import referee
 from referee import Rollout
 from referee.backends.server import _StuckInterval
-from referee.backends.server import serve as serve_reward
-
-HANG = 60.0
+from tests.backends.conftest import HANG, running
 
 spins = [0]  # loop iterations of the stuck checks: it stops growing when they are stopped
 
@@ -48,28 +44,6 @@ async def computes_on_request(rollout: Rollout) -> float:
     while rollout.completion_text == "loop":
         spins[0] += 1
     return 1.0
-
-
-@contextmanager
-def running(reward: referee.Reward, **options: Any) -> Iterator[str]:
-    """`serve(reward)` in a thread of this process; yields its base URL."""
-    urls: list[str] = []
-    started = threading.Event()
-    box: dict[str, Any] = {}
-
-    async def main() -> None:
-        box["loop"], box["stop"] = asyncio.get_running_loop(), asyncio.Event()
-        await serve_reward(reward, port=0, ready=lambda url: (urls.append(url), started.set()),
-                           stop=box["stop"], shutdown_timeout=5, **options)  # fmt: skip
-
-    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
-    thread.start()
-    assert started.wait(timeout=HANG)
-    try:
-        yield urls[0]
-    finally:
-        box["loop"].call_soon_threadsafe(box["stop"].set)
-        thread.join(timeout=HANG)
 
 
 def post(url: str, body: Any) -> Any:
