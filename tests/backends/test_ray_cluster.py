@@ -84,11 +84,11 @@ def files(tmp_path_factory: pytest.TempPathFactory, judge: Judge) -> dict[str, P
     return {"source": source, "spec": spec, "local": local}
 
 
-def _score(cluster: LoopbackCluster, files: dict[str, Path], out: Path, *extra: str) -> Any:
+def _score(cluster: LoopbackCluster, files: dict[str, Path], out: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "referee.cli", "score", str(files["source"]), "--spec",
          str(files["spec"]), "-o", str(out), "-q", "--engine", "ray", "--address",
-         cluster.address, "--batch-size", str(BATCH), *extra],
+         cluster.address, "--batch-size", str(BATCH)],
         env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 
@@ -106,23 +106,27 @@ def _lines(path: Path) -> int:
     return path.read_bytes().count(b"\n") if path.exists() else 0
 
 
-def _wait_for_rows(run: subprocess.Popen[str], partial: Path, rows: int) -> None:
-    """Until `rows` output rows are written (the run is under way, its actors busy)."""
-    deadline = time.monotonic() + 120
-    while _lines(partial) < rows:
+def _under_way(
+    cluster: LoopbackCluster, judge: Judge, files: dict[str, Path], out: Path, workers: int
+) -> subprocess.Popen[str]:
+    """A ray run into `out` on at least `workers` live workers, the judge slowed, returned once
+    its first batch is written (the run is under way, its actors busy)."""
+    _ready(cluster, workers)
+    judge.delay = DELAY
+    run = _score(cluster, files, out)
+    partial, deadline = out.with_name(out.name + ".partial"), time.monotonic() + 120
+    while _lines(partial) < BATCH:
         assert run.poll() is None, run.communicate()
         assert time.monotonic() < deadline, "the run wrote nothing in 120 s"
         time.sleep(0.05)
+    return run
 
 
 def test_a_worker_node_lost_mid_run_changes_no_row(
     cluster: LoopbackCluster, judge: Judge, files: dict[str, Path], tmp_path: Path
 ) -> None:
-    _ready(cluster, 2)
-    judge.delay = DELAY
     out = tmp_path / "ray.jsonl"
-    run = _score(cluster, files, out)
-    _wait_for_rows(run, out.with_name("ray.jsonl.partial"), BATCH)
+    run = _under_way(cluster, judge, files, out, workers=2)
     cluster.live_workers[0].kill()
     _, stderr = run.communicate(timeout=300)
     assert run.returncode == 0, stderr
@@ -136,12 +140,9 @@ def test_a_worker_node_lost_mid_run_changes_no_row(
 def test_losing_every_node_keeps_written_rows_and_resume_finishes(
     cluster: LoopbackCluster, judge: Judge, files: dict[str, Path], tmp_path: Path
 ) -> None:
-    _ready(cluster, 1)
-    judge.delay = DELAY
     out = tmp_path / "ray.jsonl"
     partial = out.with_name("ray.jsonl.partial")
-    run = _score(cluster, files, out)
-    _wait_for_rows(run, partial, BATCH)
+    run = _under_way(cluster, judge, files, out, workers=1)
     for node in cluster.live_workers:
         node.kill()
     _, stderr = run.communicate(timeout=300)
@@ -173,11 +174,8 @@ def test_the_head_and_a_worker_lost_mid_run_change_no_row(
     # The driver talks to its actors directly: without the head it goes on with the actors it
     # has (Ray ends it a minute later, gcs_rpc_server_reconnect_timeout_s), sending the lost
     # chunks to them, since no actor can be started without the head.
-    _ready(cluster, 2)
-    judge.delay = DELAY
     out = tmp_path / "ray.jsonl"
-    run = _score(cluster, files, out)
-    _wait_for_rows(run, out.with_name("ray.jsonl.partial"), BATCH)
+    run = _under_way(cluster, judge, files, out, workers=2)
     cluster.nodes[0].kill()
     cluster.live_workers[0].kill()
     _, stderr = run.communicate(timeout=300)
