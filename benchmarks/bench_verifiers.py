@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 import random
 import sys
 import time
@@ -39,6 +38,7 @@ import referee  # noqa: E402
 from benchmarks.bench_deterministic import best_of_interleaved  # noqa: E402
 from referee import Score  # noqa: E402
 from referee.reward import CheckReward  # noqa: E402
+from referee.rewards.reasoning import entry_reference  # noqa: E402
 
 METRICS = ["bleu", "chrf", "chrf++", "ter", "rouge1", "rouge2", "rougeL", "rougeLsum", "fuzzy"]
 VOCAB = [
@@ -209,7 +209,7 @@ def bench_reasoning(per_task: int, repeat: int) -> None:
     with contextlib.redirect_stdout(io.StringIO()):  # some scorers print
         rows = reasoning_rows(per_task)
     rollouts = [
-        referee.Rollout(id=str(i), completion=c, reference=json.loads(json.dumps(e)))
+        referee.Rollout(id=str(i), completion=c, reference=entry_reference(e))
         for i, (_, e, c) in enumerate(rows)
     ]
     reward = referee.load({"type": "reasoning_gym", "allow_eval": True})
@@ -241,7 +241,7 @@ def bench_reasoning(per_task: int, repeat: int) -> None:
     with contextlib.redirect_stdout(io.StringIO()):
         cheap_rows = reasoning_rows(per_task * 50, CHEAP_TASKS)
     cheap_rollouts = [
-        referee.Rollout(id=str(i), completion=c, reference=json.loads(json.dumps(e)))
+        referee.Rollout(id=str(i), completion=c, reference=entry_reference(e))
         for i, (_, e, c) in enumerate(cheap_rows)
     ]
     with contextlib.redirect_stdout(io.StringIO()):

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from referee.errors import MissingDependency, NotApplicable
 from referee.registry import register
 from referee.reward import CheckReward
-from referee.rewards._common import reference_of
+from referee.rewards._common import clip_text, reference_of
 from referee.rollout import Rollout
 from referee.score import Score
 from referee.verifiers.ifeval import Instruction, Mode, follows, parse_instructions
@@ -103,7 +103,7 @@ class InstructionFollowing(CheckReward):
         )
         if not text or text.isspace():
             reason = f"blank completion: {reason}"
-        return Score(value, components, _clip(reason))
+        return Score(value, components, clip_text(reason, 1000))
 
 
 def _keys(instructions: tuple[Instruction, ...]) -> list[str]:
@@ -121,7 +121,3 @@ def _keys(instructions: tuple[Instruction, ...]) -> list[str]:
             seen[id] += 1
             keys.append(f"{id}#{seen[id]}")
     return keys
-
-
-def _clip(reason: str, limit: int = 1000) -> str:
-    return reason if len(reason) <= limit else reason[: limit - 3] + "..."

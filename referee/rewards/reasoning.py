@@ -60,6 +60,7 @@ from referee.errors import MissingDependency, NotApplicable
 from referee.registry import register
 from referee.reward import CheckReward
 from referee.rewards._common import clip_text, reference_of, short
+from referee.rewards._extract import extract_answer
 from referee.rollout import Rollout
 from referee.score import Score
 from referee.verifiers.patterns import compile_pattern
@@ -216,11 +217,7 @@ class ReasoningGym(CheckReward):
             return text
         if text.count("<answer>") <= _FEW_TAGS:
             return self._extract_answer(text)  # reasoning-gym's own, at its speed
-        last = None
-        for last in _ANSWER_TAG.finditer(text):  # noqa: B007 - we want the last match
-            pass
-        answer = None if last is None else last.group(1)
-        return None if answer is None else answer.strip()
+        return extract_answer(text, pattern=_ANSWER_TAG)
 
     def _well_formed(self, ref: Any) -> tuple[str, dict[str, Any]] | None:
         """`_entry` for a well-formed reference, at the cost of a few lookups; else None."""

@@ -167,7 +167,6 @@ class TextSimilarity(_Extracting):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._check_options()
-        self._trim = None
         self._label = _LABELS[self.metric]
         if self.metric in _SACREBLEU:
             self._measure = self._sacrebleu()
