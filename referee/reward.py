@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
@@ -267,10 +268,13 @@ _OWN_TIMEOUT: dict[type[Any], bool] = {}
 
 
 def _owns_timeout(cls: type[Any]) -> bool:
-    """Whether a reward class declares a `timeout` field of its own (an option it enforces)."""
+    """Whether a reward class declares a `timeout` field of its own (an option it enforces);
+    ``timeout: ClassVar[float]`` on a dataclass is the deadline, not a field."""
     own = _OWN_TIMEOUT.get(cls)
     if own is None:
-        own = _OWN_TIMEOUT[cls] = "timeout" in getattr(cls, "__dataclass_fields__", {})
+        own = _OWN_TIMEOUT[cls] = dataclasses.is_dataclass(cls) and any(
+            f.name == "timeout" for f in dataclasses.fields(cls)
+        )
     return own
 
 
@@ -332,8 +336,8 @@ class RewardBase(ABC):
         their own deadlines).
         """
         timeout = self.timeout
-        if _owns_timeout(type(self)):
-            return _BACKSTOP_FACTOR * timeout + _BACKSTOP_SLACK  # type: ignore[operator]
+        if timeout is not None and _owns_timeout(type(self)):
+            return _BACKSTOP_FACTOR * timeout + _BACKSTOP_SLACK
         if timeout is not None:
             return timeout
         client = getattr(self, "client", None)
@@ -384,12 +388,12 @@ class CheckReward(RewardBase):
 
     def score_sync(self, rollout: Rollout) -> Score:
         """`check` under the deadline, with exceptions and bad values turned into Failures."""
-        deadline = self._deadline
-        if deadline[0] is not self.timeout:
-            deadline = (self.timeout, self.deadline_seconds)
-            with contextlib.suppress(AttributeError):  # a slotted class keeps no cache
-                self._deadline = deadline
         try:
+            deadline = self._deadline
+            if deadline[0] is not self.timeout:
+                deadline = (self.timeout, self.deadline_seconds)
+                with contextlib.suppress(AttributeError):  # a slotted class keeps no cache
+                    self._deadline = deadline
             return coerce_result(run(self.check, rollout, deadline[1], self.name), self.name)
         except Exception as exc:
             return failure_from_exception(exc, self.name)

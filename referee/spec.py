@@ -48,6 +48,7 @@ from referee.judges import JudgeOptions
 from referee.judges.options import CLIENT_OPTIONS
 from referee.registry import lookup, registered_types
 from referee.reward import GroupReward, Reward, RewardBase, SyncReward
+from referee.reward import _owns_timeout as owns_timeout
 
 __all__ = ["load"]
 
@@ -120,7 +121,7 @@ def _option_names(cls: type[Any]) -> list[str]:
 def _owns_timeout(cls: type[Any]) -> bool:
     """Whether a type's ``timeout`` is an option of its own (math_answer's, the code rewards',
     a judge client's), rather than the deadline every reward takes."""
-    return "timeout" in _option_names(cls) or issubclass(cls, JudgeOptions)
+    return owns_timeout(cls) or issubclass(cls, JudgeOptions)
 
 
 def _reward_options(cls: type[Any]) -> tuple[str, ...]:

@@ -393,6 +393,41 @@ def test_own_timeouts_keep_their_meaning_and_derive_the_deadline() -> None:
     assert referee.weighted({"a": JsonValid()}).deadline_seconds is None  # parts carry theirs
 
 
+@dataclass(kw_only=True)
+class DataclassClassTimeout(CheckReward):
+    """A dataclass reward with its deadline as the docs write it: a ClassVar, not a field."""
+
+    name: str = "dataclass_class_timeout"
+    timeout: ClassVar[float] = 0.2  # type: ignore[misc]
+
+    def check(self, rollout: Rollout) -> float:
+        return spin_plain(rollout)
+
+
+@dataclass(kw_only=True)
+class UnsetTimeoutField(CheckReward):
+    """A dataclass reward with a `timeout` option of its own, left unset."""
+
+    name: str = "unset_timeout_field"
+    timeout: float | None = None
+
+    def check(self, rollout: Rollout) -> float:
+        return 1.0
+
+
+def test_a_dataclass_class_var_timeout_is_the_deadline_and_an_unset_field_is_no_crash() -> None:
+    reward = DataclassClassTimeout()
+    assert reward.deadline_seconds == 0.2  # not the 10 * 0.2 + 60 backstop of an own option
+    [score] = referee.score(reward, [Rollout(completion="loop")])
+    assert score.failure is not None and score.failure.type == "timeout"
+    unset = UnsetTimeoutField()
+    assert unset.deadline_seconds == DEFAULT_TIMEOUT  # was 10 * None: a TypeError escaped
+    assert referee.score(unset, [Rollout(completion="x")])[0].value == 1.0
+    # a spec sets the deadline of the ClassVar kind, as for any reward
+    [loaded] = [referee.load({"type": "json_valid", "timeout": 0.3})]
+    assert loaded.deadline_seconds == 0.3
+
+
 def test_pickling_keeps_the_timeout() -> None:
     made = referee.function.FunctionReward(spin_plain, name="p", timeout=0.7)
     instance = JsonValid()
