@@ -47,7 +47,7 @@ from referee.errors import SpecError
 from referee.judges import JudgeOptions
 from referee.judges.options import CLIENT_OPTIONS
 from referee.registry import lookup, registered_types
-from referee.reward import GroupReward, Reward, RewardBase, SyncReward
+from referee.reward import GroupReward, Reward, RewardBase, SyncReward, is_sync
 from referee.reward import _owns_timeout as owns_timeout
 
 __all__ = ["load"]
@@ -329,7 +329,9 @@ class _Loader:
                 timeout=timeout,
             )
         except ValueError as exc:
-            raise self.error(str(exc), (*path, "timeout"), found=timeout) from None
+            slow = timeout is not None and not all(is_sync(c.reward) for c in components)
+            where, found = ((*path, "timeout"), timeout) if slow else (path, None)
+            raise self.error(str(exc), where, found=found) from None
 
     def component(self, key: Any, value: Any, path: Path_) -> Component:
         if not isinstance(key, str) or not key:

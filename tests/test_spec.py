@@ -248,3 +248,11 @@ def test_a_timeout_of_its_own_keeps_its_meaning() -> None:
     judge = referee.load(spec)
     assert judge.client.timeout == 7.0 and judge.timeout is None  # type: ignore[attr-defined]
     assert judge.deadline_seconds == 2 * (5 * (7 + 5) + 4 * 60.0)  # type: ignore[attr-defined]
+
+
+def test_a_combination_error_names_the_timeout_only_when_the_timeout_caused_it() -> None:
+    weights = {"a": {"type": "json_valid", "weight": 1}, "b": {"type": "json_valid", "weight": -1}}
+    with pytest.raises(SpecError) as info:
+        referee.load({"timeout": 2, "components": weights})
+    assert "sum to 0" in str(info.value) and "timeout" not in info.value.path
+    assert "found" not in str(info.value)
