@@ -249,7 +249,11 @@ class RewardService:
             held = True
             try:
                 work = asyncio.ensure_future(self._run(rollouts))
-                done, _ = await asyncio.wait([work], timeout=self.slow_after)
+                try:
+                    done, _ = await asyncio.wait([work], timeout=self.slow_after)
+                except BaseException:  # the request was cancelled: so is its scoring
+                    work.cancel()
+                    raise
                 if done or self._slow >= self.max_concurrent:
                     return await work
                 # Slow (stuck until its deadline, or a big batch): give the slot back.

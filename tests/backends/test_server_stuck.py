@@ -23,7 +23,7 @@ pytest.importorskip(
 
 import referee
 from referee import Rollout
-from referee.backends.server import _StuckInterval
+from referee.backends.server import RewardService, _StuckInterval
 from tests.backends.conftest import HANG, running
 
 spins = [0]  # loop iterations of the stuck checks: it stops growing when they are stopped
@@ -163,3 +163,30 @@ def test_services_sharing_the_interpreter_restore_its_interval_only_when_all_are
         assert sys.getswitchinterval() == calm
     finally:
         sys.setswitchinterval(calm)
+
+
+def test_a_cancelled_request_cancels_its_scoring() -> None:
+    # aiohttp cancels a handler whose client went away, or at shutdown: the scoring it
+    # started must not go on (a judge's paid calls) with no one to answer.
+    cancelled: list[bool] = []
+
+    @referee.reward(timeout=HANG)
+    async def waits_for_ever(rollout: Rollout) -> float:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        return 1.0
+
+    async def main() -> None:
+        service = RewardService(waits_for_ever, slow_after=10.0)
+        request = asyncio.ensure_future(service._score([Rollout(completion="x")]))
+        await asyncio.sleep(0.05)
+        request.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await request
+        await asyncio.sleep(0.05)
+        assert cancelled == [True]  # before the loop's own clean-up would cancel it
+
+    asyncio.run(main())
