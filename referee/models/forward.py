@@ -116,7 +116,8 @@ def encode(
             # Where the first token kept starts, in the text: past `protect`, the cut took
             # some of what must stay whole.
             offsets = tokenizer(chunk, add_special_tokens=False, return_offsets_mapping=True)
-            start = offsets["offset_mapping"][-max_length][0] + len(texts[i]) - len(chunk)
+            first = offsets["offset_mapping"][len(row) - len(fitted.ids)]
+            start = first[0] + len(texts[i]) - len(chunk)
             if start > protect:
                 fitted = NotApplicable(
                     f"the completion alone is over max_length ({max_length} tokens): "

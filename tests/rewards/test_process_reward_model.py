@@ -155,6 +155,18 @@ def test_truncation_may_cut_the_prompt_but_not_a_step(prm_path: Path, direct: An
     assert refused.failure is not None and "over max_length (10)" in refused.failure.message
 
 
+def test_a_text_cut_before_tokenizing_into_few_tokens_fails_alone(prm_path: Path) -> None:
+    # Over the character cap, but one long unknown "word" is a single token: the kept part
+    # is shorter than max_length. It fails alone; the other rollout of the call scores.
+    long_word = Rollout(prompt="w1 w2 ", completion="x" * 600 + "\n\nw3")
+    fine = Rollout(prompt="w1 ", completion="w2\n\nw3")
+    reward = prm(prm_path, max_length=8, overflow="truncate_left")
+    hostile, scored = referee.score(reward, [long_word, fine])
+    assert hostile.failure is not None and hostile.failure.type == "not_applicable"
+    assert "truncate_left may cut only the prompt" in hostile.failure.message
+    assert scored.value is not None and scored.failure is None
+
+
 def test_a_separator_that_is_not_one_token_is_refused(prm_path: Path) -> None:
     [score] = referee.score(prm(prm_path, separator="w1 w2"), [Rollout(completion="w3")])
     assert score.failure is not None and "is 2 tokens" in score.failure.message
