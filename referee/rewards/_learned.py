@@ -273,22 +273,11 @@ class LearnedReward(LearnedOptions, RewardBase):
     def _job(self, loaded: Loaded, rollouts: list[Rollout], batch: _Batch,
              cancel: threading.Event) -> None:  # fmt: skip
         """Render, tokenize and run one batch, on the model's thread."""
+        if cancel.is_set():  # past its deadline while it waited for the thread: no one reads it
+            return
         reader = self._reader(loaded)
         limit = length_limit(loaded, self.max_length)
-        texts: list[str] = []
-        at: list[int] = []
-        for i, rollout in enumerate(rollouts):
-            try:
-                text, extra = self._render(rollout, loaded.tokenizer)
-            except Exception as exc:
-                batch.out[i] = exc
-                continue
-            if text is None:
-                batch.out[i] = Output(None, 0, extra)
-                continue
-            batch.meta[i] = (0, extra)
-            texts.append(text)
-            at.append(i)
+        texts, at = _sort(self._render_each(rollouts, loaded.tokenizer), batch)
         rows: list[list[int] | None] = [None] * len(rollouts)
         keep = [self._keep(batch.meta[i][1]) for i in at]
         encoded = encode(loaded.tokenizer, texts, limit, self.overflow, keep)
@@ -307,17 +296,7 @@ class LearnedReward(LearnedOptions, RewardBase):
             rendered = await asyncio.to_thread(self._render_all, rollouts)
         except Exception as exc:  # the tokenizer could not be loaded
             return [exc] * len(rollouts)
-        texts: list[str] = []
-        at: list[int] = []
-        for i, (text, extra) in enumerate(rendered):
-            if isinstance(extra, Exception):
-                batch.out[i] = extra
-            elif text is None:
-                batch.out[i] = Output(None, 0, extra)
-            else:
-                batch.meta[i] = (0, extra)
-                texts.append(text)
-                at.append(i)
+        texts, at = _sort(rendered, batch)
         served = Served(
             api_base=str(self.api_base), model=self.model, protocol=self._protocol(),
             api_key_env=self.api_key_env, request_timeout=self.request_timeout,
@@ -344,6 +323,10 @@ class LearnedReward(LearnedOptions, RewardBase):
                     f"{self.name}: rendering a conversation needs a chat template: set tokenizer"
                 )
             tokenizer = load_tokenizer(name, self.trust_remote_code)
+        return self._render_each(rollouts, tokenizer)
+
+    def _render_each(self, rollouts: list[Rollout], tokenizer: Any) -> list[tuple[str | None, Any]]:
+        """Each rollout's (text, extra), or (None, the exception its rendering raised)."""
         out: list[tuple[str | None, Any]] = []
         for rollout in rollouts:
             try:
@@ -399,3 +382,20 @@ class _Batch:
             else:
                 results.append(missing)
         return results
+
+
+def _sort(rendered: list[tuple[str | None, Any]], batch: _Batch) -> tuple[list[str], list[int]]:
+    """The texts to score and their rollouts' places; a rollout that failed to render, or has
+    nothing to score, gets its outcome in `batch` at once."""
+    texts: list[str] = []
+    at: list[int] = []
+    for i, (text, extra) in enumerate(rendered):
+        if isinstance(extra, Exception):
+            batch.out[i] = extra
+        elif text is None:
+            batch.out[i] = Output(None, 0, extra)
+        else:
+            batch.meta[i] = (0, extra)
+            texts.append(text)
+            at.append(i)
+    return texts, at
