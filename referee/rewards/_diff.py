@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 
+from referee.rewards._extract import fenced_blocks
+
 __all__ = ["diff_paths", "extract_diff", "looks_like_diff", "strip_prefix", "unsafe_path"]
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
 _DIFF_LANGS = frozenset({"diff", "patch", "udiff"})
 _HEADER = re.compile(r"^(?:diff --git |--- |Index: )", re.MULTILINE)
 _HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
@@ -43,12 +44,13 @@ def extract_diff(text: str) -> str | None:
     a diff; else the text itself from its first diff header. Prose before the first header
     of the chosen block is dropped.
     """
-    tagged = [(m.end(), m[2]) for m in _FENCE.finditer(text) if m[1].lower() in _DIFF_LANGS]
+    blocks = fenced_blocks(text)
+    tagged = [(end, body) for end, lang, body in blocks if lang.lower() in _DIFF_LANGS]
     tagged += _tagged(text)
     if tagged:
         chosen = max(tagged, key=lambda block: block[0])[1]  # the one that ends last
     else:
-        fenced = [body for _, body in _FENCE.findall(text) if looks_like_diff(body)]
+        fenced = [body for _, _, body in blocks if looks_like_diff(body)]
         if fenced:
             chosen = fenced[-1]
         elif looks_like_diff(text):

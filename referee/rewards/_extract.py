@@ -8,7 +8,14 @@ from typing import Literal
 from referee.verifiers.jsontext import JsonExtract, ParsedJson, parse_json
 from referee.verifiers.patterns import Pattern, compile_pattern
 
-__all__ = ["AnswerExtract", "JsonExtract", "ParsedJson", "extract_answer", "parse_json"]
+__all__ = [
+    "AnswerExtract",
+    "JsonExtract",
+    "ParsedJson",
+    "extract_answer",
+    "fenced_blocks",
+    "parse_json",
+]
 
 AnswerExtract = Literal["full", "last_line", "answer_tag", "boxed", "last_number"]
 """Which part of a completion is the answer: all of it (stripped), its last non-empty line, the
@@ -18,6 +25,31 @@ last number in the text."""
 # On RE2: with `re`, a text of many unclosed tags takes quadratic time (a minute for 300 kB).
 _ANSWER_TAG = compile_pattern(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?|[-+]?\.\d+")
+
+
+_FENCE_LANG = re.compile(r"[ \t]*([A-Za-z0-9_+-]*)")
+
+
+def fenced_blocks(text: str) -> list[tuple[int, str, str]]:
+    """(end, language tag, body) of every fenced block: what
+    ``re.finditer(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", text, re.DOTALL)`` finds,
+    scanned with `str.find` in linear time (the regex rescans the rest of the text from every
+    unclosed fence: two seconds for 60 kB of backticks).
+
+    A fence opens at three backticks; its tag is the word after them on that line, its body
+    the lines after it, up to the next three backticks.
+    """
+    blocks: list[tuple[int, str, str]] = []
+    at = text.find("```")
+    while at >= 0:
+        newline = text.find("\n", at + 3)
+        close = -1 if newline < 0 else text.find("```", newline + 1)
+        if close < 0:
+            break  # no later fence can be closed either
+        lang = _FENCE_LANG.match(text, at + 3, newline)
+        blocks.append((close + 3, lang[1] if lang else "", text[newline + 1 : close]))
+        at = text.find("```", close + 3)
+    return blocks
 
 
 def _last_boxed(text: str) -> str | None:

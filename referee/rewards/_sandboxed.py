@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import os
-import re
 import threading
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
@@ -22,6 +21,7 @@ from pydantic import PlainValidator
 
 from referee.errors import RewardError
 from referee.reward import DEFAULT_CONCURRENCY, AsyncReward
+from referee.rewards._extract import fenced_blocks
 from referee.rollout import Rollout
 from referee.score import Score
 from referee.verifiers.sandbox import (
@@ -51,7 +51,6 @@ SandboxOption = Annotated[
 ]
 """A reward's ``sandbox`` option: a backend's name or its options (`sandbox_options`)."""
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
 _LANGS = {
     "python": {"python", "py", "python3", ""},
     "javascript": {"javascript", "js", "node", ""},
@@ -68,7 +67,7 @@ class SandboxFailure(RewardError):
 
 def extract_code(text: str, language: str = "python") -> str:
     """The code in a completion: the last fenced block in `language` (or untagged), else all."""
-    blocks = [body for lang, body in _FENCE.findall(text) if lang.lower() in _LANGS[language]]
+    blocks = [body for _, lang, body in fenced_blocks(text) if lang.lower() in _LANGS[language]]
     return blocks[-1] if blocks else text
 
 
