@@ -22,7 +22,9 @@ import tarfile
 import threading
 import zipfile
 from collections import OrderedDict
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TypeVar
 
 from referee.errors import NotApplicable
 
@@ -138,8 +140,6 @@ def _pack(path: str) -> bytes:
         if path.endswith(".zip"):
             return _pack_zip(path)
         return _pack_tar(path)
-    except NotApplicable:
-        raise
     except (OSError, tarfile.TarError, zipfile.BadZipFile, EOFError) as exc:
         raise NotApplicable(f"reference snapshot {path!r} cannot be read: {exc}") from None
 
@@ -175,20 +175,27 @@ def _strip_top(names: list[str]) -> int:
     return len(top) + 1 if all(name == top or name.startswith(top + "/") for name in names) else 0
 
 
+E = TypeVar("E")
+
+
+def _relative(entries: list[tuple[E, str | None]]) -> Iterator[tuple[E, str]]:
+    """The archive entries kept (a clean name), each with its name under a single top folder
+    (stripped); the top folder itself is dropped."""
+    kept = [(entry, name) for entry, name in entries if name is not None]
+    cut = _strip_top([name for _, name in kept])
+    for entry, name in kept:
+        if name[cut:]:
+            yield entry, name[cut:]
+
+
 def _pack_tar(path: str) -> bytes:
     out = _Tar()
     with tarfile.open(path, "r:*") as tar:
-        members = [(m, _clean(m.name)) for m in tar.getmembers()]
-        kept = [(m, name) for m, name in members if name is not None]
-        cut = _strip_top([name for _, name in kept])
-        for member, name in kept:
-            rel = name[cut:]
-            if not rel:
-                continue
+        for member, rel in _relative([(m, _clean(m.name)) for m in tar.getmembers()]):
             if member.isdir():
                 out.add(rel, tarfile.DIRTYPE, member.mode, member.mtime)
-            elif member.issym():
-                out.add(rel, tarfile.SYMTYPE, 0o777, member.mtime, member.linkname.encode())
+            elif member.issym():  # (a target that is not UTF-8 arrives surrogate-escaped)
+                out.add(rel, tarfile.SYMTYPE, 0o777, member.mtime, os.fsencode(member.linkname))
             elif member.isfile() or member.islnk():
                 fh = tar.extractfile(member)
                 data = fh.read() if fh is not None else b""
@@ -199,13 +206,7 @@ def _pack_tar(path: str) -> bytes:
 def _pack_zip(path: str) -> bytes:
     out = _Tar()
     with zipfile.ZipFile(path) as archive:
-        infos = [(info, _clean(info.filename)) for info in archive.infolist()]
-        kept = [(info, name) for info, name in infos if name is not None]
-        cut = _strip_top([name for _, name in kept])
-        for info, name in kept:
-            rel = name[cut:]
-            if not rel:
-                continue
+        for info, rel in _relative([(i, _clean(i.filename)) for i in archive.infolist()]):
             mode = info.external_attr >> 16
             mtime = _zip_mtime(info)
             if info.is_dir():

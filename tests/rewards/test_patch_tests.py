@@ -28,6 +28,7 @@ from referee.errors import SpecError
 from referee.rewards import PatchTests
 from referee.rewards import patch as patch_module
 from referee.rewards._diff import diff_paths, extract_diff, unsafe_path
+from referee.rewards._snapshot import snapshot_tar
 from referee.rewards.patch import PatchRun
 from referee.rewards.patch_reference import PatchReference
 from referee.verifiers import testlog
@@ -484,6 +485,21 @@ def test_archive_snapshots(repo: Path, tmp_path: Path, kind: str) -> None:
     diff = make_diff(repo, {"calc/ops.py": FIXED})
     score = referee.score(REWARD, [make(diff, reference(archive))])[0]
     assert score.value == 1.0, score.reason
+
+
+def test_a_tar_symlink_to_a_name_that_is_not_utf8_is_kept(tmp_path: Path) -> None:
+    # tarfile reads such a target surrogate-escaped; packing it must give its bytes back, not
+    # raise UnicodeEncodeError out of the reward.
+    archive = tmp_path / "links.tar"
+    with tarfile.open(archive, "w", format=tarfile.GNU_FORMAT) as tf:
+        info = tarfile.TarInfo("repo/link")
+        info.type, info.linkname = tarfile.SYMTYPE, os.fsdecode(b"caf\xe9")
+        tf.addfile(info)
+        info = tarfile.TarInfo("repo/a.txt")
+        tf.addfile(info, io.BytesIO(b""))
+    with tarfile.open(fileobj=io.BytesIO(snapshot_tar(archive))) as packed:
+        link = packed.getmember("link")
+    assert link.issym() and os.fsencode(link.linkname) == b"caf\xe9"
 
 
 def test_relative_snapshots_start_at_snapshot_root(repo: Path) -> None:
