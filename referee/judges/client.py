@@ -360,7 +360,7 @@ def _parse_stored(text: str, schema: type[T]) -> T:
 
 
 def _from_cache(
-    cache: VerdictCache, key: str, schema: type[T], fallback: Callable[[], str] | None = None
+    cache: VerdictCache, key: str, schema: type[T], fallback: Callable[[], str]
 ) -> Verdict[T] | None:
     """The cached verdict under `key` (or `fallback`'s key, see `VerdictCache.get`), or None
     (none, or one the current schema rejects)."""

@@ -177,15 +177,20 @@ def _length(rows: Sequence[ReportRow]) -> LengthCorrelation | None:
     )
 
 
+def _component_names(rows: Sequence[ReportRow]) -> list[str]:
+    """Every component any row has, in order of first appearance."""
+    names: dict[str, None] = {}
+    for r in rows:
+        names.update(dict.fromkeys(r.components))
+    return list(names)
+
+
 def _component_lengths(rows: Sequence[ReportRow]) -> dict[str, ComponentLength]:
     """Each component's correlation with completion length, over the rows that have it: a
     reward model's raw score shows its length bias even where a normalisation (a z-score
     within groups) or a combination hides it from the total."""
-    names: dict[str, None] = {}
-    for r in rows:
-        names.update(dict.fromkeys(r.components))
     out = {}
-    for name in names:
+    for name in _component_names(rows):
         xs, ys = [], []
         for r in rows:
             value = r.components.get(name)
@@ -318,11 +323,8 @@ def build_report(
     """The diagnostics of scored rows (see the module docstring)."""
     kept = list(rows)
     totals = [r.value for r in kept if r.value is not None]
-    names: dict[str, None] = {}
-    for r in kept:
-        names.update(dict.fromkeys(r.components))
     components = {}
-    for name in names:
+    for name in _component_names(kept):
         present = [r.components.get(name) for r in kept]
         values = [v for v in present if v is not None]
         components[name] = _distribution(values, len(present) - len(values))
