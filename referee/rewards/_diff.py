@@ -9,10 +9,18 @@ header; `unsafe_path` says whether one of them leaves the repository.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from referee.rewards._extract import fenced_blocks
 
-__all__ = ["diff_paths", "extract_diff", "looks_like_diff", "strip_prefix", "unsafe_path"]
+__all__ = [
+    "diff_paths",
+    "extract_diff",
+    "looks_like_diff",
+    "strip_prefix",
+    "unsafe_name",
+    "unsafe_path",
+]
 
 _DIFF_LANGS = frozenset({"diff", "patch", "udiff"})
 _HEADER = re.compile(r"^(?:diff --git |--- |Index: )", re.MULTILINE)
@@ -174,7 +182,12 @@ def unsafe_path(diff: str) -> str | None:
     """The first file name in the diff's headers that would reach outside the repository
     (a ``..`` component) or into its git metadata (a ``.git`` component); None if none does.
     """
-    for name in diff_paths(diff):
+    return unsafe_name(diff_paths(diff))
+
+
+def unsafe_name(names: Iterable[str]) -> str | None:
+    """`unsafe_path` of names already read from a diff (`diff_paths`)."""
+    for name in names:
         parts = name.replace("\\", "/").split("/")
         if ".." in parts or ".git" in parts:
             return name

@@ -21,7 +21,8 @@ Steps:
    stderr together) kept up to `HEAD_BYTES` + `TAIL_BYTES`, killed at the deadline.
 
 Its account goes to stdout as lines ``\\n<nonce> <kind> <json>\\n``; the tests' output is
-framed by ``<nonce> output`` and ``<nonce> end {exit_code, timed_out, dropped}``.
+framed by ``<nonce> output`` and ``<nonce> end {exit_code, timed_out}`` (bytes dropped from
+the middle of the output are marked in it).
 """
 
 from __future__ import annotations
@@ -251,7 +252,6 @@ class Driver:
         if code != 0:
             self.emit("test_patch_failed", {"output": output})
             raise Stop()
-        self.emit("test_patch", {"output": output})
 
     def run_tests(self) -> None:
         if self.plan["command"]:
@@ -287,7 +287,7 @@ class Driver:
             _write_all(b"\n[... %d bytes of output dropped ...]\n" % dropped)
         _write_all(bytes(tail))
         status = code if code >= 0 else 128 - code  # a signal, as a shell reports it
-        self.emit("end", {"exit_code": status, "timed_out": timed_out, "dropped": dropped})
+        self.emit("end", {"exit_code": status, "timed_out": timed_out})
 
     def _read(self, proc: subprocess.Popen[bytes]) -> tuple[bytearray, bytearray, int, bool]:
         """The tests' output (head, tail, bytes dropped between) and whether time ran out."""

@@ -175,9 +175,8 @@ class PatchTests(SandboxedReward):
         """
         if ref is None:
             ref = PatchReference.parse(rollout.reference, self.snapshot_root)
-        text = rollout.completion_text if isinstance(rollout.completion, str) else None
-        if text is None:
-            text = trajectory(rollout).final_answer
+        completion = rollout.completion
+        text = completion if isinstance(completion, str) else trajectory(rollout).final_answer
         diff = extract_diff(text)
         if diff is None:
             return PatchRun("no_diff", note="no diff in the completion")

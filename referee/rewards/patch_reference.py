@@ -16,7 +16,7 @@ from typing import Any
 
 from referee.errors import NotApplicable
 from referee.rewards._common import short
-from referee.rewards._diff import diff_paths, strip_prefix, unsafe_path
+from referee.rewards._diff import diff_paths, strip_prefix, unsafe_name
 
 __all__ = ["PatchReference"]
 
@@ -135,12 +135,13 @@ class PatchReference:
         files = list(_ids(reference, "test_files", required=False))
         files += [f for f in map(_test_file, (*f2p, *p2p)) if f is not None]
         if test_patch:
-            if unsafe_path(test_patch) is not None:
+            names = diff_paths(test_patch)
+            outside = unsafe_name(names)
+            if outside is not None:
                 raise NotApplicable(
-                    f"reference test_patch names a path outside the repository: "
-                    f"{unsafe_path(test_patch)!r}"
+                    f"reference test_patch names a path outside the repository: {outside!r}"
                 )
-            files += [p for p in map(strip_prefix, diff_paths(test_patch)) if p is not None]
+            files += [p for p in map(strip_prefix, names) if p is not None]
         return cls(
             snapshot=path,
             fail_to_pass=f2p,

@@ -122,30 +122,16 @@ def read_log(log: str) -> dict[str, str] | None:
     return status_map
 
 
-def _resolve(case: str, status_map: Mapping[str, str]) -> str | None:
-    """The status-map key of `case`, tolerating an id truncated inside its parameters."""
+def _status(case: str, status_map: Mapping[str, str]) -> str | None:
+    """`case`'s status, tolerating an id truncated inside its parameters; None when the log
+    has no such test."""
     if case in status_map:
-        return case
+        return status_map[case]
     if case.count("[") > case.count("]"):
         matches = [key for key in status_map if key.startswith(case)]
         if matches and len({status_map[key] in _PASSING for key in matches}) == 1:
-            return matches[0]
+            return status_map[matches[0]]
     return None
-
-
-def _passed(case: str, status_map: Mapping[str, str]) -> bool:
-    key = _resolve(case, status_map)
-    return key is not None and status_map[key] in _PASSING
-
-
-def _kept(case: str, status_map: Mapping[str, str]) -> bool:
-    key = _resolve(case, status_map)
-    return _passed(case, status_map) or (key is not None and status_map[key] == "SKIPPED")
-
-
-def _failed(case: str, status_map: Mapping[str, str]) -> bool:
-    key = _resolve(case, status_map)
-    return key is None or status_map[key] in _FAILING
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,14 +185,16 @@ def tests_report(
     """
     f2p_ok, f2p_bad, p2p_ok, p2p_bad = [], [], [], []
     for case in fail_to_pass:
-        if _passed(case, status_map):
+        status = _status(case, status_map)
+        if status in _PASSING:
             f2p_ok.append(case)
-        elif _failed(case, status_map):
+        elif status is None or status in _FAILING:
             f2p_bad.append(case)
     for case in pass_to_pass:
-        if _kept(case, status_map):
+        status = _status(case, status_map)
+        if status in _PASSING or status == "SKIPPED":  # a skipped test is not broken
             p2p_ok.append(case)
-        elif _failed(case, status_map):
+        elif status is None or status in _FAILING:
             p2p_bad.append(case)
     return TestsReport(tuple(f2p_ok), tuple(f2p_bad), tuple(p2p_ok), tuple(p2p_bad))
 
