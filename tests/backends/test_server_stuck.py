@@ -166,8 +166,9 @@ def test_services_sharing_the_interpreter_restore_its_interval_only_when_all_are
 
 
 def test_a_cancelled_request_cancels_its_scoring() -> None:
-    # aiohttp cancels a handler whose client went away, or at shutdown: the scoring it
-    # started must not go on (a judge's paid calls) with no one to answer.
+    # aiohttp cancels a handler still running when shutdown_timeout runs out (not when its
+    # client goes away, by default): the scoring it started must stop with it, as it does
+    # when the handler is cancelled while awaiting the work itself.
     cancelled: list[bool] = []
 
     @referee.reward(timeout=HANG)
