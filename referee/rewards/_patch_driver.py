@@ -11,7 +11,8 @@ Steps:
 1. unpack the snapshot into ``repo/`` and note every protected entry (lstat: type, inode,
    size, modification time);
 2. apply the patch with each command of the plan in turn, from a fresh unpack each time,
-   until one exits 0; else, if the patch reverses cleanly, it was applied already;
+   until one exits 0; else, if the patch reverses cleanly on a fresh unpack, it was applied
+   already;
 3. compare the protected entries with step 1: any added, deleted or rewritten one is an
    edit. ``reject``: stop there. ``restore``: remove what the patch added, put back what it
    changed or deleted (a parent it replaced by a link or a file becomes a folder again);
@@ -189,6 +190,9 @@ class Driver:
             if self.left() <= 0:
                 self.emit("timeout", {"stage": "applying the patch"})
                 raise Stop()
+        # Already in the snapshot? Asked of a fresh tree: the last attempt may have applied
+        # part of the patch, and a half-applied tree reverses as well as a whole one.
+        before = self.unpack()
         code, _ = self.command(["git", "apply", "--check", "--reverse"], diff)
         if code == 0:
             return "already applied", before

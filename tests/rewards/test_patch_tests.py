@@ -452,6 +452,22 @@ def test_tools_refuse_traversal_the_host_check_would_catch(
     assert run.outcome == "not_applied", run
 
 
+def test_a_patch_half_in_the_snapshot_already_is_not_applied(repo: Path, tmp_path: Path) -> None:
+    # The fix is in the snapshot already; the README edit is not. Every command fails (patch
+    # --forward applies the README hunk, skips the other, exits 1), and that half-applied
+    # tree must not pass for "already applied": SWE-bench says the patch did not apply.
+    diff = make_diff(repo, {"calc/ops.py": FIXED, "README.md": "A fixed calculator.\n"})
+    fixed = write_tree(tmp_path / "fixed", {**REPO, "calc/ops.py": FIXED})
+    run = REWARD.execute(make(diff, reference(fixed)))
+    assert run.outcome == "not_applied", run
+    # The whole patch in the snapshot already: that is "already applied", tested as it is.
+    both = write_tree(
+        tmp_path / "both", {**REPO, "calc/ops.py": FIXED, "README.md": "A fixed calculator.\n"}
+    )
+    run = REWARD.execute(make(diff, reference(both)))
+    assert run.outcome == "tested" and run.command == "already applied", run
+
+
 def test_a_test_patch_adds_the_reference_tests(repo: Path, tmp_path: Path) -> None:
     # SWE-bench's shape: the snapshot lacks the new tests; test_patch brings them, after the
     # model's patch, over whatever the model did to those files.
