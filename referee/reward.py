@@ -98,10 +98,6 @@ DEFAULT_CONCURRENCY = 64
 # sandbox case or a queue of them) always comes first.
 _BACKSTOP_FACTOR = 10.0
 _BACKSTOP_SLACK = 60.0
-# A judge call's worst case beyond its attempts: the extra 5s each attempt is given, and one
-# repair call when the first reply is not a valid verdict.
-_CALL_SLACK = 5.0
-_CALLS_PER_VERDICT = 2
 
 RewardResult: TypeAlias = Score | float | bool | None
 """What a reward function may return: a Score, a number, a bool (1.0/0.0), or None (no score)."""
@@ -149,23 +145,6 @@ class SyncReward(Reward, Protocol):
     def score_sync(self, rollout: Rollout) -> Score:
         """Score one rollout, blocking; never raises for a problem with the rollout."""
         ...
-
-
-@runtime_checkable
-class _CallLimits(Protocol):
-    """The time limits of a client a reward calls (a judge's `JudgeClient`)."""
-
-    timeout: float
-    retries: int
-    max_backoff: float
-
-
-def _limits_calls(client: object) -> TypeGuard[_CallLimits]:
-    """``isinstance(client, _CallLimits)`` at the cost of three attribute lookups (a runtime
-    protocol's check took microseconds of every judged rollout)."""
-    return (
-        hasattr(client, "timeout") and hasattr(client, "retries") and hasattr(client, "max_backoff")
-    )
 
 
 class Part(NamedTuple):
@@ -327,23 +306,16 @@ class RewardBase(ABC):
           rewards) enforces that option itself; this is a backstop behind it,
           ``10 * timeout + 60``;
         - else ``timeout``, when set;
-        - else, for a reward calling a client with time limits (a judge), the client's worst
-          case: ``2 * ((retries + 1) * (timeout + 5) + retries * max_backoff)`` (two calls
-          when the first reply needs a repair; the defaults give 1130s);
         - else `DEFAULT_TIMEOUT`.
 
-        Override it where a class knows better (a composite returns None: its parts carry
-        their own deadlines).
+        Override it where a class knows better: a composite returns None (its parts carry
+        their own deadlines), a judge (`referee.judges.JudgeOptions`) its client's worst case.
         """
         timeout = self.timeout
         if timeout is not None and _owns_timeout(type(self)):
             return _BACKSTOP_FACTOR * timeout + _BACKSTOP_SLACK
         if timeout is not None:
             return timeout
-        client = getattr(self, "client", None)
-        if client is not None and _limits_calls(client):
-            call = (client.retries + 1) * (client.timeout + _CALL_SLACK)
-            return _CALLS_PER_VERDICT * (call + client.retries * client.max_backoff)
         return DEFAULT_TIMEOUT
 
     @property

@@ -36,6 +36,11 @@ CLIENT_OPTIONS = frozenset(f.name for f in dataclasses.fields(JudgeClient))
 
 _CLIENT = TypeAdapter(JudgeClient)
 
+# A judge call's worst case beyond its attempts: the extra 5s each attempt is given, and one
+# repair call when the first reply is not a valid verdict.
+_CALL_SLACK = 5.0
+_CALLS_PER_VERDICT = 2
+
 
 @dataclass(kw_only=True)
 class JudgeOptions:
@@ -56,6 +61,19 @@ class JudgeOptions:
 
     def __post_init__(self) -> None:
         pass  # the end of the rewards' __post_init__ chains
+
+    @property
+    def deadline_seconds(self) -> float | None:
+        """The reward's ``timeout`` when set (as for any reward), else its client's worst
+        case: ``2 * ((retries + 1) * (timeout + 5) + retries * max_backoff)`` (every attempt
+        with its 5s of slack, the backoffs between them, twice for the repair call when the
+        first reply is no valid verdict; the defaults give 1130s)."""
+        timeout: float | None = getattr(self, "timeout", None)  # the reward base's
+        if timeout is not None:
+            return timeout
+        client = self.client
+        call = (client.retries + 1) * (client.timeout + _CALL_SLACK)
+        return _CALLS_PER_VERDICT * (call + client.retries * client.max_backoff)
 
     @classmethod
     def __get_pydantic_core_schema__(
