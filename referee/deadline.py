@@ -70,7 +70,7 @@ import time
 from collections.abc import Callable, Coroutine, Generator, Sequence
 from typing import Any, Final, Generic, TypeVar
 
-from referee.errors import VerifierTimeout
+from referee.errors import RewardError, VerifierTimeout
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -315,8 +315,20 @@ def _timeout(name: str, start: float, limit: float) -> VerifierTimeout:
     )
 
 
+def _stray(name: str) -> RewardError:
+    return RewardError(
+        f"{name}: an interrupt meant for another check's deadline stopped this coroutine "
+        "mid-step; it cannot be resumed (score the rollout again)"
+    )
+
+
 def run(
-    fn: Callable[[A], T], arg: A, seconds: float | None, name: str, since: float | None = None
+    fn: Callable[[A], T],
+    arg: A,
+    seconds: float | None,
+    name: str,
+    since: float | None = None,
+    again: bool = True,
 ) -> T:
     """``fn(arg)``, stopped `seconds` after it starts (or after `since`); works in any thread.
 
@@ -327,9 +339,12 @@ def run(
         name: Whose check it is (in the error and the stuck log).
         since: When the time started (`time.monotonic`), if before this call: a coroutine's
             steps share their rollout's deadline.
+        again: Call `fn` again when a stray interrupt (one meant for a check that has ended)
+            stopped it. False for a coroutine's step, which cannot be sent twice.
 
     Raises:
         VerifierTimeout: `fn` ran past `seconds`; it was stopped.
+        RewardError: A stray interrupt stopped `fn` and `again` is False.
     """
     if seconds is None:
         return fn(arg)
@@ -338,7 +353,7 @@ def run(
     except AttributeError:
         slot = _slot()
     if not slot.depth:
-        return _outermost(slot, fn, arg, seconds, name, since)
+        return _outermost(slot, fn, arg, seconds, name, since, again)
     start = _monotonic() if since is None else since
     while True:
         outer = slot.tick
@@ -360,6 +375,8 @@ def run(
                 raise _timeout(name, start, seconds) from None
             if fired is outer:
                 raise  # the enclosing check's deadline
+            if not again:
+                raise _stray(name) from None
             start = _monotonic()  # stale (meant for a check that has ended): run afresh
         except BaseException:
             slot.tick = outer
@@ -376,14 +393,17 @@ def _outermost(
     seconds: float,
     name: str,
     since: float | None,
+    again: bool,
 ) -> T:
     """`run` as the thread's outermost scope: arms the watchdog, and disarms it after."""
     _arm(slot)
     try:
         while True:
             try:
-                return run(fn, arg, seconds, name, since)
+                return run(fn, arg, seconds, name, since, again)
             except Overrun:
+                if not again:
+                    raise _stray(name) from None
                 since = None  # a stray that passed every check (module docstring): afresh
     finally:
         _disarm(slot)
@@ -454,9 +474,9 @@ class _Stepped(Generic[T]):
             while True:
                 try:
                     if thrown is None:
-                        waiting = run(coro.send, sent, self.limit, self.name, self.start)
+                        waiting = run(coro.send, sent, self.limit, self.name, self.start, False)
                     else:
-                        waiting = run(coro.throw, thrown, self.limit, self.name, self.start)
+                        waiting = run(coro.throw, thrown, self.limit, self.name, self.start, False)
                 except StopIteration as done:
                     value: T = done.value
                     return value

@@ -495,3 +495,17 @@ def test_async_rewards_finish_under_a_tracer_or_profiler(hook: str) -> None:
 
 def _tracer(frame: object, event: str, arg: object) -> object:
     return _tracer
+
+
+def test_a_stray_interrupt_in_a_coroutine_step_fails_it_clearly() -> None:
+    # A stray Overrun (meant for a check that has ended: the module docstring's race) that
+    # ends a coroutine's step cannot be met by sending the step again, as a sync check is run
+    # again: the coroutine is finished. Raised here by hand, where the watchdog fired nothing.
+    @referee.reward(timeout=5)
+    async def stopped_by_a_stray(rollout: Rollout) -> float:
+        raise Overrun()
+
+    [score] = referee.score(stopped_by_a_stray, [Rollout(completion="x")])
+    assert score.failure is not None and score.failure.type == "error"
+    assert "meant for another check's deadline" in score.failure.message
+    assert "cannot reuse already awaited coroutine" not in score.failure.message
