@@ -28,7 +28,6 @@ import contextlib
 import functools
 import logging
 import os
-import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -286,7 +285,7 @@ class JudgeClient:
                 return self._account(outcome, send is send_http)
             last = outcome
             if attempt < self.retries:
-                await _sleep(self._delay(attempt, last))
+                await _sleep(last.wait(attempt, self.backoff, self.max_backoff))
         if last.timed_out:
             raise JudgeTimeout(
                 f"judge call timed out {self.retries + 1} times ({self.timeout:g}s each)"
@@ -304,12 +303,6 @@ class JudgeClient:
             used = done.prompt_tokens + done.completion_tokens
             token_rate(self.model, self.api_base, self.tpm).charge(used, _clock())
         return done
-
-    def _delay(self, attempt: int, last: Retry) -> float:
-        if last.retry_after is not None:
-            return last.retry_after
-        base: float = min(self.max_backoff, self.backoff * 2.0**attempt)
-        return base * random.uniform(0.5, 1.0)
 
 
 # --- verdicts: parsed, remembered, warned about -------------------------------------------------

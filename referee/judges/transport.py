@@ -30,6 +30,7 @@ import asyncio
 import functools
 import json
 import os
+import random
 import threading
 import time
 import weakref
@@ -114,6 +115,13 @@ class Retry:
     reason: str
     timed_out: bool = False
     retry_after: float | None = None
+
+    def wait(self, attempt: int, backoff: float, max_backoff: float) -> float:
+        """Seconds to wait before attempt `attempt` + 2: the server's Retry-After, else
+        ``backoff * 2 ** attempt`` (at most `max_backoff`) with jitter, half to all of it."""
+        if self.retry_after is not None:
+            return self.retry_after
+        return min(max_backoff, backoff * 2.0**attempt) * random.uniform(0.5, 1.0)
 
 
 def retry_after(headers: Any) -> float | None:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -180,17 +179,12 @@ class Served:
                 return answer
             last = answer
             if attempt < self.retries:
-                await asyncio.sleep(self._delay(attempt, last))
+                await asyncio.sleep(last.wait(attempt, self.backoff, self.max_backoff))
         if last.timed_out:
             raise JudgeTimeout(
                 f"{_WHAT} timed out {self.retries + 1} times ({self.request_timeout:g}s each)"
             )
         raise JudgeError(f"{_WHAT} failed after {self.retries + 1} attempts: {last.reason}")
-
-    def _delay(self, attempt: int, last: Retry) -> float:
-        if last.retry_after is not None:
-            return last.retry_after
-        return min(self.max_backoff, self.backoff * 2.0**attempt) * random.uniform(0.5, 1.0)
 
 
 def _data(answer: Any, count: int) -> list[dict[str, Any]]:
