@@ -6,12 +6,24 @@ built on it; it is here, below both, because units of one layer may not import e
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
-__all__ = ["JsonHandler", "LoopbackServer"]
+__all__ = ["Fault", "JsonHandler", "LoopbackServer"]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """An HTTP error (`status`, with `headers`), or a hang of `delay` seconds (status 0)."""
+
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
 
 
 class JsonHandler(BaseHTTPRequestHandler):
@@ -48,17 +60,35 @@ class LoopbackServer:
     `close` (or the end of a ``with`` block). Subclasses call `_serve` with their handler.
 
     `_closing` is set on close: a handler that waits (a scripted delay) waits on it, so a
-    closing server does not wait for its scripts.
+    closing server does not wait for its scripts. `_lock` guards what handlers record;
+    `peak_in_flight` is the most requests held at once (`_counted`).
     """
 
     url: str
+    peak_in_flight: int
 
     def _serve(self, handler: type[JsonHandler], path: str = "") -> None:
         self._closing = threading.Event()
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self.peak_in_flight = 0
         self._server = _Server(("127.0.0.1", 0), handler)
         self.url = f"http://127.0.0.1:{self._server.server_port}{path}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
+
+    @contextlib.contextmanager
+    def _counted(self) -> Iterator[None]:
+        """Count a request in flight for the block, which ends before its answer leaves: a
+        client that sends its next request on the answer must not find this one counted."""
+        with self._lock:
+            self._in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_flight -= 1
 
     def close(self) -> None:
         """Stop serving and free the port."""

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from referee._loopback import JsonHandler, LoopbackServer
+from referee._loopback import Fault, JsonHandler, LoopbackServer
 
 __all__ = ["FakeJudgeServer", "Fault", "Reply", "Script", "Token"]
 
@@ -77,15 +77,6 @@ class Reply:
         return cls("".join(t.text for t in tokens), delay=delay, tokens=tokens)
 
 
-@dataclass(frozen=True)
-class Fault:
-    """An HTTP error (`status`, with `headers`), or a hang of `delay` seconds (status 0)."""
-
-    status: int
-    headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0
-
-
 Script = Callable[[dict[str, Any]], Reply | Fault]
 """Maps a request body (the JSON the client sent) to what the server does."""
 
@@ -108,9 +99,6 @@ class FakeJudgeServer(LoopbackServer):
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.connections = 0
-        self.peak_in_flight = 0
-        self._in_flight = 0
-        self._lock = threading.Lock()
         server = self
 
         class Handler(JsonHandler):
@@ -132,17 +120,10 @@ class FakeJudgeServer(LoopbackServer):
                 with server._lock:
                     server.requests.append(body)
                     server.headers.append({k.lower(): v for k, v in self.headers.items()})
-                    server._in_flight += 1
-                    server.peak_in_flight = max(server.peak_in_flight, server._in_flight)
-                try:
+                with server._counted():
                     action = server.script(body)
                     if action.delay:
                         server._closing.wait(action.delay)
-                finally:
-                    # before the answer leaves: a client that sends its next request on the
-                    # answer must not find this one still counted
-                    with server._lock:
-                        server._in_flight -= 1
                 if isinstance(action, Fault):
                     if action.status == 0:
                         return  # a hang that ended: drop the connection without an answer

@@ -23,13 +23,11 @@ from __future__ import annotations
 
 import importlib
 import json
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from referee._loopback import JsonHandler, LoopbackServer
+from referee._loopback import Fault, JsonHandler, LoopbackServer
 from referee.models.loading import torch_module, transformers_module
 
 __all__ = ["CHAT_TEMPLATE", "SIZES", "FakeRewardServer", "Fault", "Scorer", "tiny_model", "words"]
@@ -113,15 +111,6 @@ def tiny_model(
 # --- the scripted server ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Fault:
-    """An HTTP error (`status`, with `headers`), or a hang of `delay` seconds (status 0)."""
-
-    status: int
-    headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0
-
-
 Scorer = Callable[[str], float | list[list[float]]]
 """A text's score (a sequence model), or its rows of class probabilities (one per step)."""
 
@@ -142,9 +131,6 @@ class FakeRewardServer(LoopbackServer):
         self.delay = delay
         self.requests: list[tuple[str, dict[str, Any]]] = []
         self.faults: list[Fault] = []
-        self.peak_in_flight = 0
-        self._in_flight = 0
-        self._lock = threading.Lock()
         server = self
 
         class Handler(JsonHandler):
@@ -153,15 +139,10 @@ class FakeRewardServer(LoopbackServer):
                 with server._lock:
                     server.requests.append((self.path, body))
                     fault = server.faults.pop(0) if server.faults else None
-                    server._in_flight += 1
-                    server.peak_in_flight = max(server.peak_in_flight, server._in_flight)
-                try:
+                with server._counted():
                     wait = fault.delay if fault is not None else server.delay
                     if wait:
                         server._closing.wait(wait)
-                finally:
-                    with server._lock:
-                        server._in_flight -= 1
                 if fault is not None:
                     if fault.status:
                         self.send_json(fault.status, {"error": {"message": "injected"}},
