@@ -28,7 +28,6 @@ import math
 import numbers
 import re
 from collections.abc import Callable, Mapping
-from itertools import islice
 from typing import Any, Final, NamedTuple
 
 from referee.verifiers.ifeval import _language
@@ -131,16 +130,21 @@ class Instruction(NamedTuple):
 
 def _count(pattern: _AnyPattern, text: str, limit: int) -> int:
     """``min(limit, number of non-overlapping matches)``."""
-    return sum(1 for _ in islice(pattern.finditer(text), max(limit, 0)))
+    return _language.at_most(pattern.finditer(text), limit)
 
 
 def _compare(count: int, relation: str, threshold: int) -> bool:
     return count < threshold if relation == "less than" else count >= threshold
 
 
-def _response_language(r: Response, a: Mapping[str, Any]) -> bool:
+def _language_is(r: Response, code: str) -> bool:
+    """Whether the response is in `code`'s language (True where none can be detected)."""
     language = r.language()
-    return True if language is None else language == a["language"]
+    return True if language is None else language == code
+
+
+def _response_language(r: Response, a: Mapping[str, Any]) -> bool:
+    return _language_is(r, a["language"])
 
 
 def _number_sentences(r: Response, a: Mapping[str, Any]) -> bool:
@@ -338,17 +342,11 @@ def _capital_word_frequency(r: Response, a: Mapping[str, Any]) -> bool:
 
 
 def _english_capital(r: Response, a: Mapping[str, Any]) -> bool:
-    if not r.text.isupper():
-        return False
-    language = r.language()
-    return True if language is None else language == "en"
+    return r.text.isupper() and _language_is(r, "en")
 
 
 def _english_lowercase(r: Response, a: Mapping[str, Any]) -> bool:
-    if not r.text.islower():
-        return False
-    language = r.language()
-    return True if language is None else language == "en"
+    return r.text.islower() and _language_is(r, "en")
 
 
 def _no_comma(r: Response, a: Mapping[str, Any]) -> bool:

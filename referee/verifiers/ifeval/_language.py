@@ -27,7 +27,7 @@ import importlib
 import re
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import islice
 from typing import Any
 
@@ -103,14 +103,19 @@ def _sentences(text: str) -> Iterator[tuple[int, int]]:
     return spans
 
 
+def at_most(items: Iterable[object], limit: int) -> int:
+    """``min(limit, len(list(items)))``, reading no more than `limit` of them."""
+    return sum(1 for _ in islice(items, max(limit, 0)))
+
+
 def count_sentences(text: str, limit: int) -> int:
     """``min(limit, len(PunktTokenizer("english").tokenize(text)))``."""
-    return sum(1 for _ in islice(_sentences(text), max(limit, 0)))
+    return at_most(_sentences(text), limit)
 
 
 def count_words(text: str, limit: int) -> int:
     """``min(limit, len(RegexpTokenizer(r"\\w+").tokenize(text)))``."""
-    return sum(1 for _ in islice(_WORD.finditer(text), max(limit, 0)))
+    return at_most(_WORD.finditer(text), limit)
 
 
 def count_capital_words(text: str, limit: int) -> int:
