@@ -83,6 +83,7 @@ __all__ = [
     "group_indices",
     "is_sync",
     "needs_groups",
+    "reference_powers",
     "score",
     "top_components",
     "walk",
@@ -198,6 +199,22 @@ def needs_groups(reward: Reward) -> bool:
     return any(isinstance(r, GroupReward) for r in walk(reward))
 
 
+def reference_powers(reward: Reward) -> list[tuple[str, str]]:
+    """What the reward tree would do on the host with a rollout's reference that only a
+    trusted reference may ask: ``(reward name, what)`` per reward that runs code the
+    reference carries outside the sandbox, opens a path it names, or the like.
+
+    Empty for a tree that treats every reference as data. `referee serve` refuses a spec where
+    this is not empty unless it was started trusting its clients (docs/threat-model.md).
+    """
+    found: list[tuple[str, str]] = []
+    for r in walk(reward):
+        powers = getattr(r, "reference_powers", None)
+        if callable(powers):
+            found.extend((getattr(r, "name", type(r).__name__), what) for what in powers())
+    return found
+
+
 def top_components(reward: Reward) -> list[tuple[str, float]]:
     """Names and weights of the components a reward reports; ``[(name, 1.0)]`` if none."""
     if isinstance(reward, Composite):
@@ -294,6 +311,15 @@ class RewardBase(ABC):
 
     def children(self) -> Sequence[Part]:
         """The rewards inside this one (none for a plain reward)."""
+        return ()
+
+    def reference_powers(self) -> tuple[str, ...]:
+        """What this reward, as configured, does on the host with a rollout's reference that
+        only a trusted reference may ask (run code it carries outside the sandbox, open a path
+        it names); one short sentence each, none for a reward that reads references as data.
+
+        See `referee.reward.reference_powers` and docs/threat-model.md.
+        """
         return ()
 
     @property

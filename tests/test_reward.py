@@ -257,3 +257,14 @@ def test_sync_and_async_names_pair_up() -> None:
         assert r.score_sync(rollouts[0]).value == 2.0  # type: ignore[attr-defined]
         assert [s.value for s in r.score_batch_sync(rollouts)] == [2.0, 3.0]  # type: ignore[attr-defined]
         assert [s.value for s in asyncio.run(r.score_batch(rollouts))] == [2.0, 3.0]
+
+
+def test_reference_powers_are_found_anywhere_in_the_tree() -> None:
+    from referee.reward import reference_powers
+    from referee.rewards import JsonValid, PythonTests
+
+    assert reference_powers(JsonValid()) == []
+    tree = referee.weighted({"json": (JsonValid(), 0.5), "tests": (PythonTests(), 0.5)})
+    [(name, what)] = reference_powers(tree)
+    assert name == "python_tests"
+    assert "unsandboxed" in what

@@ -1,14 +1,22 @@
 """`python_tests`' host side: the dataset's test code, run here against proxies of the program.
 
-Every ``assert`` of the test code is rewritten to record one case; the entry point (and every
-function the program defines that the test does not define itself) is a `Remote` whose calls
-run in the sandbox and return plain data. Calls the test will certainly make are pipelined
-(`referee.rewards._plan`) when the session can.
+Every ``assert`` of the test code is rewritten to record one case; the entry point, and each
+other function of the program that the test calls by a name of its own, is a `Remote` whose
+calls run in the sandbox and return plain data.
+
+The test sees only those names of the program. A name the test binds itself, a built-in
+(``abs``, ``set``, ``isinstance``), a dunder, or a name of the prompt's helpers stays the
+test's own even when the program defines it: a wrong program that also defines ``set =
+lambda *a: 1`` must not make ``set(candidate(x)) == set(expected)`` hold.
+
+Calls the test will certainly make are pipelined (`referee.rewards._plan`) when the session
+can.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -70,16 +78,44 @@ class Remote:
         return self._session.call(self.__name__, list(args), kwargs)
 
 
+_BUILTINS = frozenset(dir(builtins))
+
+
+def _free_names(tree: ast.AST) -> frozenset[str]:
+    """Names the code reads but never binds, built-ins and dunders left out: the only names of
+    the program it may be given."""
+    read: set[str] = set()
+    bound: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.Global | ast.Nonlocal):
+            bound.update(node.names)
+        elif isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            bound.add(node.rest)
+    return frozenset(n for n in read - bound - _BUILTINS if not n.startswith("__"))
+
+
 @functools.lru_cache(maxsize=512)
-def _compile_test(test: str, entry: str) -> tuple[Any, list[Call] | None]:
-    """The test code with every assert recorded, and its calls when they can be known in
-    advance (see `_plan`); compiled once per distinct test (a GRPO group shares one)."""
+def _compile_test(test: str, entry: str) -> tuple[Any, list[Call] | None, frozenset[str]]:
+    """The test code with every assert recorded, its calls when they can be known in advance
+    (see `_plan`), and the names it reads without binding them; compiled once per distinct
+    test (a GRPO group shares one)."""
     try:
         tree = ast.parse(test, "<test>")
     except SyntaxError as exc:
         raise NotApplicable(f"the reference test code does not parse: {exc}") from None
     plan = plan_calls(tree, entry)
-    return compile(_RecordAsserts().visit(tree), "<test>", "exec"), plan
+    free = _free_names(tree)
+    return compile(_RecordAsserts().visit(tree), "<test>", "exec"), plan, free
 
 
 @functools.lru_cache(maxsize=512)
@@ -99,7 +135,7 @@ def run_tests(
         NotApplicable: The test code or the prompt does not parse, or the prompt does not run.
     """
     # Everything up to session.names runs while the sandbox loads the program.
-    test, plan = _compile_test(test_code, entry)
+    test, plan, free = _compile_test(test_code, entry)
     cases = Cases()
     namespace: dict[str, Any] = {"__name__": "__referee_test__"}
     if prompt:
@@ -107,8 +143,8 @@ def run_tests(
             exec(_compile_prompt(prompt), namespace)
         except Exception as exc:
             raise NotApplicable(f"the reference prompt does not run: {exc}") from None
-    for name in session.names:
-        if name not in namespace or name == entry:
+    for name in free.intersection(session.names):
+        if name not in namespace:  # the prompt's own helpers stay the dataset's
             namespace[name] = Remote(session, name)
     if entry not in namespace or not isinstance(namespace[entry], Remote):
         namespace[entry] = Remote(session, entry)

@@ -76,6 +76,9 @@ class PythonTests(SandboxedReward):
         if self.timeout <= 0 or self.call_timeout <= 0:
             raise ValueError("timeout and call_timeout must be positive")
 
+    def reference_powers(self) -> tuple[str, ...]:
+        return ("runs the test code (and prompt) of each reference in this process, unsandboxed",)
+
     def grade(self, rollout: Rollout) -> Score:
         """Score one rollout, blocking (what `evaluate` runs on the reward's threads)."""
         ref = PythonTestsReference.parse(rollout.reference)

@@ -165,6 +165,44 @@ def test_forgeries_earn_nothing(label: str, backend: str) -> None:
     assert s.failure is None  # a score of 0, not a Failure that a trainer would mask
 
 
+# A test that leans on built-ins and helpers of its own; the wrong program below returns 0.
+SHADOW_TEST = textwrap.dedent("""
+    def _close(a, b):
+        return abs(a - b) < 1e-9
+    def check(candidate):
+        assert set(candidate([3, 1, 2])) == set([1, 2, 3])
+        assert abs(candidate([2.5])[0] - 2.5) < 1e-9
+        assert _close(len(candidate([1, 2])), 2)
+        assert isinstance(candidate([]), list)
+""")
+SHADOW = {"test": SHADOW_TEST, "entry_point": "same"}
+
+# Each wrong program also defines names the test uses as its own; none may reach the test.
+SHADOWS = {
+    "built-ins the test calls": "set = lambda *a: 1\nabs = lambda x: 0\nlen = lambda x: 2\n"
+    "isinstance = lambda *a: True\n",
+    "the test's own helper": "def _close(a, b):\n    return True\n",
+    "check and candidate": "def check(c):\n    return None\ncandidate = check\n",
+    "the namespace's builtins": "def __builtins__():\n    return None\n",
+    "the recorder": "def __referee_assert__(test, line):\n    return None\n",
+}
+
+
+@pytest.mark.parametrize("label", sorted(SHADOWS))
+def test_a_program_cannot_shadow_the_tests_names(label: str) -> None:
+    right = grade("def same(xs):\n    return list(xs)\n", SHADOW)
+    assert right.value == 1.0, right.reason
+    wrong = grade("def same(xs):\n    return 0\n" + SHADOWS[label], SHADOW)
+    assert wrong.value == 0.0, wrong.reason
+    assert wrong.failure is None
+
+
+def test_the_test_still_calls_other_functions_of_the_program_by_name() -> None:
+    ref = {"test": "assert double(2) == 4\nassert half(4) == 2\n", "entry_point": "double"}
+    program = "def double(x):\n    return 2 * x\ndef half(x):\n    return x // 2\n"
+    assert grade(program, ref).value == 1.0
+
+
 def test_humaneval_style_prompt_and_helpers() -> None:
     # The completion continues the prompt; the test uses a helper from the prompt, which stays
     # the dataset's own even if the completion redefines it.
