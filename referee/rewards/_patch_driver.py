@@ -17,9 +17,11 @@ Steps:
    edit. ``reject``: stop there. ``restore``: remove what the patch added, put back what it
    changed or deleted (a parent it replaced by a link or a file becomes a folder again);
 4. apply the reference's test patch, if any;
-5. run the test command in ``repo/`` (default: pytest, loaded before the repository is put on
-   ``sys.path``: `PYTEST_BOOT`), in a session of its own, its output (stdout and
-   stderr together) kept up to `HEAD_BYTES` + `TAIL_BYTES`, killed at the deadline.
+5. run the test command in ``repo/`` with plugin autoload off (`TEST_ENV`; default: pytest
+   with SWE-bench's options, loaded before the repository is put on ``sys.path``, asking by
+   name for the plugins installed outside it: `PYTEST_BOOT`), in a session of its own, its
+   output (stdout and stderr together) kept up to `HEAD_BYTES` + `TAIL_BYTES`, killed at the
+   deadline.
 
 Its account goes to stdout as lines ``\\n<nonce> <kind> <json>\\n``; the tests' output is
 framed by ``<nonce> output`` and ``<nonce> end {exit_code, timed_out}`` (bytes dropped from
@@ -58,14 +60,52 @@ PYTEST_BOOT = """\
 import os, sys
 if sys.path and sys.path[0] in ("", os.getcwd()):
     del sys.path[0]
+def installed_plugins():
+    # The pytest11 entry points pytest would autoload, less any whose metadata lies in the
+    # repository: asked before the repository is on sys.path, and filtered by place too.
+    try:
+        from importlib import metadata
+    except ImportError:
+        return []
+    root = os.path.realpath(os.getcwd())
+    found = []
+    for dist in metadata.distributions():
+        try:
+            place = os.path.realpath(str(dist.locate_file("")))
+            if place == root or place.startswith(root + os.sep):
+                continue
+            found += [ep for ep in dist.entry_points if ep.group == "pytest11"]
+        except Exception:
+            continue
+    return found
+plugins = installed_plugins()
 sys.path.append(os.getcwd())
 import pytest
+from _pytest.config import PytestPluginManager
+try:
+    import inspect
+    takes = inspect.signature(PytestPluginManager.import_plugin).parameters
+    by_name = "consider_entry_points" in takes
+except (TypeError, ValueError):
+    by_name = False
+# Autoload is off (PYTEST_DISABLE_PLUGIN_AUTOLOAD); PYTEST_PLUGINS is read where autoload
+# would run. A pytest that finds plugins by entry-point name gets names (so a snapshot's
+# `-p no:NAME` still blocks one); an older one gets their modules.
+names = [ep.name if by_name else ep.value.split(":")[0] for ep in plugins]
+names += [n for n in os.environ.get("PYTEST_PLUGINS", "").split(",") if n.strip()]
+if names:
+    os.environ["PYTEST_PLUGINS"] = ",".join(dict.fromkeys(names))
 class Root:
     @pytest.hookimpl(tryfirst=True)
     def pytest_configure(self, config):
         sys.path.insert(0, os.getcwd())
 raise SystemExit(int(pytest.main(sys.argv[1:], plugins=[Root()])))
 """
+PYTEST_OPTIONS = ("--no-header", "-rA", "--tb=no", "-p", "no:cacheprovider")
+"""SWE-bench's pytest options (its ``TEST_PYTEST``)."""
+TEST_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+"""The environment every test command gets on top of the sandbox's: no plugin that pytest
+finds by entry point loads unasked (`PYTEST_BOOT` asks for the installed ones)."""
 _GIT_ENV = {
     "GIT_CONFIG_NOSYSTEM": "1",
     "GIT_CONFIG_GLOBAL": "/dev/null",
@@ -174,7 +214,10 @@ class Driver:
         except subprocess.TimeoutExpired:
             return None, f"{argv[0]} timed out"
         except OSError as exc:
-            return None, f"cannot run {argv[0]}: {exc}"
+            # The tool is missing or cannot be started (EMFILE, ENOMEM): the sandbox could not
+            # grade, which is no verdict on the patch.
+            self.emit("setup_error", {"error": f"cannot run {argv[0]!r}: {exc}"})
+            raise Stop() from None
         text = done.stdout.decode("utf-8", "replace")
         return done.returncode, text[-_NOTE_CHARS:]
 
@@ -261,19 +304,19 @@ class Driver:
         if self.plan["command"]:
             argv = ["/bin/sh", "-c", self.plan["command"]]
         else:
-            argv = [sys.executable, "-c", PYTEST_BOOT, "-rA", "-p", "no:cacheprovider"]
-            argv += self.plan["args"]
+            argv = [sys.executable, "-c", PYTEST_BOOT, *PYTEST_OPTIONS, *self.plan["args"]]
         try:
             proc = subprocess.Popen(
                 argv,
                 cwd=self.repo,
+                env=dict(os.environ, **TEST_ENV),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        except OSError as exc:
-            self.emit("error", {"error": f"cannot start the tests: {exc}"})
+        except OSError as exc:  # the sandbox's, not the patch's: no interpreter, no fds
+            self.emit("setup_error", {"error": f"cannot start the tests ({argv[0]}): {exc}"})
             raise Stop() from None
         head, tail, dropped, timed_out = self._read(proc)
         if timed_out:

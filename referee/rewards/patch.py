@@ -14,6 +14,26 @@ reference's ``test_files`` and the files its ``test_patch`` touches, are compare
 after the patch, before any code of the repository runs; with ``protected_edits: restore``
 (the default) what the patch added there is removed and what it changed or deleted is put
 back, so the tests that run are the reference's; with ``reject`` such a patch scores 0.
+
+Why restore by default: SWE-bench's harness (5.0.2) restores too, and only that: its eval
+script checks the test files out at the base commit and applies the test patch over what the
+model wrote, and never refuses a patch for touching them; conftest.py, plugins and pytest's
+configuration it does not guard at all. Restoring grades the patch's code as SWE-bench grades
+it (a fix that also edits ``setup.cfg`` still resolves), with the runner's paths as the
+snapshot has them: test files and folders, ``conftest.py``, pytest's configuration files
+(pytest.ini, tox.ini, setup.cfg, pyproject.toml, ...), interpreter start-up hooks
+(``sitecustomize.py``, ``usercustomize.py``, ``*.pth``) and installed-package metadata
+(``*.dist-info``, ``*.egg-info``, eggs), whose entry points are how pytest finds plugins.
+
+Past the restore, pytest runs with plugin autoload off (``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1``,
+for a reference's own ``test_command`` too) and SWE-bench's options (``--no-header -rA
+--tb=no -p no:cacheprovider``); the default command loads by name the ``pytest11`` plugins
+installed outside the repository, so a plugin the patch brings is never loaded even where the
+protected paths are narrowed. What no harness can stop is code the tests import: the patched
+modules run in the test process and could rewrite its report from there, as under SWE-bench.
+
+A patch the sandbox cannot apply because its tools cannot start (``git`` or ``patch`` missing,
+no file descriptors left) is ``Failure("sandbox")``, not 0: it says nothing of the patch.
 """
 
 from __future__ import annotations
@@ -60,13 +80,15 @@ PROTECTED = (
     "conftest.py", "test_*.py", "*_test.py", "tests/",
     "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini", "setup.cfg",
     "pyproject.toml", "sitecustomize.py", "usercustomize.py", "*.pth",
+    "*.dist-info/", "*.egg-info/", "*.egg/", "*.egg", "*.egg-link",
     "__pycache__/", "*.pyc", "*.pyo",
 )  # fmt: skip
 """The default protected paths, at any depth: test files and ``tests`` folders (not ``test``:
 Django's test framework lives in ``django/test/``), pytest's configuration files (whole
-files: a fix needs no packaging change to pass its tests), interpreter start-up hooks, and
-compiled bytecode (a ``.pyc`` beside a restored test would replace it). A name is matched
-against each file's name, a name ending in ``/`` against every folder on its path, a name
+files: a fix needs no packaging change to pass its tests), interpreter start-up hooks,
+installed-package metadata (its entry points are how pytest finds plugins), and compiled
+bytecode (a ``.pyc`` beside a restored test would replace it). A name is matched against
+each file's name, a name ending in ``/`` against every folder on its path, a name
 with a ``/`` inside against its whole path (``fnmatch`` patterns)."""
 
 APPLY_COMMANDS = (
@@ -136,7 +158,11 @@ class PatchTests(SandboxedReward):
         timeout: Seconds for applying the patch and running the tests.
         memory_mb: Address-space limit of each process.
         max_patch_bytes: A longer patch scores 0 unread.
-        snapshot_root: Where relative snapshot paths start (default: the working directory).
+        snapshot_root: The folder every reference's snapshot must lie in: a relative path
+            starts there; a path with ``..`` or one that resolves outside it (links followed)
+            is not applicable. None (the default): a reference may name any path on the host
+            (a relative one from the working directory), a power only a trusted reference
+            may have (`reference_powers`).
         sandbox, concurrency: The sandbox and the rollouts graded at once (`SandboxedReward`).
     """
 
@@ -157,6 +183,20 @@ class PatchTests(SandboxedReward):
         bad = [p for p in self.protected if not isinstance(p, str) or not p.strip("/")]
         if bad:
             raise ValueError(f"protected must hold path patterns, got {bad!r}")
+
+    def reference_powers(self) -> tuple[str, ...]:
+        """What a reference makes this reward do on the host: open any path it names as a
+        snapshot, unless `snapshot_root` confines them; run its ``test_command`` and
+        ``test_patch`` unisolated, under a sandbox with isolation ``none``."""
+        powers: list[str] = []
+        if self.snapshot_root is None:
+            powers.append("opens the snapshot path each reference names, anywhere on the host")
+        if getattr(self.sandbox, "isolation", None) in ("none", "process"):
+            powers.append(
+                "runs each reference's test_command and test_patch on the host without "
+                "isolation (the sandbox's isolation is none)"
+            )
+        return tuple(powers)
 
     # -- grading ----------------------------------------------------------------------------
 

@@ -89,12 +89,14 @@ class PatchReference:
 
     @classmethod
     def parse(cls, reference: object, root: str | None = None) -> PatchReference:
-        """Read a rollout's reference; a relative snapshot path is taken from `root` (else
-        from the working directory).
+        """Read a rollout's reference. With a `root`, the snapshot must lie in it: a relative
+        path starts there, and a path with ``..`` or one that resolves outside it (through a
+        symbolic link too) is refused; without one, a relative path starts at the working
+        directory and any path on the host is opened.
 
         Raises:
-            NotApplicable: A key is missing or of the wrong type (the message names it), or
-                the snapshot does not exist.
+            NotApplicable: A key is missing or of the wrong type (the message names it), the
+                snapshot does not exist, or it lies outside `root`.
         """
         if not isinstance(reference, dict):
             raise NotApplicable(f"patch_tests needs a reference {_SHAPE}, got {short(reference)}")
@@ -115,9 +117,7 @@ class PatchReference:
                 f"reference snapshot must be a path (a directory or an archive), got "
                 f"{short(snapshot)}"
             )
-        path = Path(os.path.expanduser(snapshot))
-        if not path.is_absolute() and root is not None:
-            path = Path(root) / path
+        path = Path(os.path.expanduser(snapshot)) if root is None else _confined(snapshot, root)
         if not path.exists():
             raise NotApplicable(
                 f"reference snapshot {snapshot!r}: no such directory or archive ({path})"
@@ -150,6 +150,24 @@ class PatchReference:
             test_files=_unique(files),
             test_patch=test_patch or None,
         )
+
+
+def _confined(snapshot: str, root: str) -> Path:
+    """The real path of `snapshot` (relative to `root`, or absolute), which must lie in
+    `root`'s real path; NotApplicable if not."""
+    if ".." in snapshot.replace("\\", "/").split("/"):
+        raise NotApplicable(
+            f"reference snapshot {snapshot!r} has a '..' component; snapshots must lie in "
+            f"snapshot_root {root!r}: name one relative to it, without '..'"
+        )
+    base = os.path.realpath(root)
+    real = os.path.realpath(os.path.join(base, snapshot))  # (an absolute snapshot stays)
+    if real != base and os.path.commonpath([real, base]) != base:
+        raise NotApplicable(
+            f"reference snapshot {snapshot!r} resolves to {real!r}, outside snapshot_root "
+            f"{root!r} ({base!r}); snapshots must lie in it (links are followed)"
+        )
+    return Path(real)
 
 
 def _unique(items: Sequence[str]) -> tuple[str, ...]:
