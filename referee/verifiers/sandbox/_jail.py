@@ -13,7 +13,9 @@ bubblewrap does, drops capabilities and execs ``CONFIG["command"] + ARGS`` (the 
    size-limited tmpfs at ``/work``, ``/tmp``, ``/var/tmp`` and ``/dev/shm``;
 3. the host's root is detached, the new root pivoted in and made read-only, as is ``/dev``;
 4. the capability bounding set keeps, as root, only what the zygote needs (none otherwise),
-   no inheritable or ambient capabilities are left, and no_new_privs is set.
+   no inheritable or ambient capabilities are left, and no_new_privs is set;
+5. the seccomp filter the host built (``CONFIG["seccomp"]``, `_seccomp`) is loaded, last,
+   so nothing above is refused by it.
 
 Standard library only (ctypes for mount, pivot_root, prctl and capset).
 """
@@ -176,6 +178,17 @@ def drop_privileges(root: bool) -> None:
     _check(libc.prctl(38, 1, 0, 0, 0), "no_new_privs")  # PR_SET_NO_NEW_PRIVS
 
 
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def load_filter(program: bytes) -> None:
+    """Load a seccomp filter (struct sock_filter instructions) for us and all we exec."""
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
+    _check(libc.prctl(22, 2, ctypes.byref(fprog), 0, 0), "seccomp filter")  # SECCOMP_MODE_FILTER
+
+
 def main() -> None:
     config = json.loads(sys.argv[1])
     try:
@@ -183,6 +196,8 @@ def main() -> None:
             _limit_user_namespaces()
         build_root(config)
         drop_privileges(config["root"])
+        if config.get("seccomp"):
+            load_filter(bytes.fromhex(config["seccomp"]))
         os.chdir("/work")
         command = [*config["command"], *sys.argv[2:]]
         os.execve(command[0], command, config["env"])

@@ -7,7 +7,11 @@ as PID 1, reached through a unix socket in a folder bind-mounted read-only into 
   ``/var/tmp``, ``/dev/shm``) are tmpfs, emptied by the zygote after every job, as locally;
 - jobs run as a non-root uid claimed per container, with no capabilities; the zygote keeps
   six (to run them as that uid, and to kill and wipe after them); no-new-privileges;
-- memory, swap and pids limits on the container, plus the zygote's per-job rlimits;
+- referee's seccomp filter (`_seccomp`: no user namespaces, io_uring, ptrace attach, ...) on
+  top of the engine's own profile (filters stack: a call either refuses is refused), loaded
+  by a launcher before the zygote starts;
+- memory, swap and pids limits on the container: its cgroup counts every page its jobs make
+  (tmpfs files, memfds, shared memory), plus the zygote's per-job rlimits;
 - output read by the zygote through a capped pipe;
 - gVisor (``runtime: runsc``) where it is installed.
 
@@ -35,8 +39,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from referee.errors import MissingDependency
-from referee.verifiers.sandbox import _wire
-from referee.verifiers.sandbox._isolation import KEPT_CAPS, ZYGOTE_ENV
+from referee.verifiers.sandbox import _seccomp, _wire
+from referee.verifiers.sandbox._isolation import HARDENING, KEPT_CAPS, ZYGOTE_ENV
 from referee.verifiers.sandbox.base import BackendOptions, Limits, SandboxError
 from referee.verifiers.sandbox.pool import Worker, WorkerPool
 from referee.verifiers.sandbox.uids import claim_uid
@@ -81,7 +85,7 @@ def _image_tar() -> tuple[bytes, str]:
                 info = tarfile.TarInfo(name)
                 info.type, info.linkname = tarfile.SYMTYPE, os.readlink(path)
                 tar.addfile(info)
-        for source in ("_zygote.py", "_wire.py", "_scrub.py"):
+        for source in ("_zygote.py", "_wire.py", "_scrub.py", "_seccomp.py"):
             data = (_HERE / source).read_bytes()
             digest.update(data)
             info = tarfile.TarInfo(f"opt/referee/{source}")
@@ -224,19 +228,17 @@ class DockerSandbox(WorkerPool):
             if os.path.isdir(extra):
                 volumes[extra] = {"bind": extra, "mode": "ro"}
         disk = limits.disk_bytes
+        zygote = [self.python, "-s", "-S", "/opt/referee/_zygote.py", str(uid), "/work", "1"]
+        command = [*zygote, f"{_SOCKET_DIR}/zygote.sock"]
+        if HARDENING.seccomp and _seccomp.filter_problem() is None:
+            # The container's cgroup counts memfd pages: memfd_create stays allowed.
+            program = _seccomp.build(os.uname().machine).hex()
+            launcher = [self.python, "-I", "-S", "/opt/referee/_seccomp.py", program, "--"]
+            command = [*launcher, *command]
         try:
             return self.client.containers.run(
                 self.image,
-                command=[
-                    self.python,
-                    "-s",
-                    "-S",
-                    "/opt/referee/_zygote.py",
-                    str(uid),
-                    "/work",
-                    "1",
-                    f"{_SOCKET_DIR}/zygote.sock",
-                ],
+                command=command,
                 detach=True,
                 user="0:0",  # the zygote; each job drops to `uid` and loses every capability
                 network_mode="none",

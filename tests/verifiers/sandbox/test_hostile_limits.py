@@ -1,0 +1,407 @@
+"""Hard limits inside jobs: the kernel doors a job finds shut (the seccomp filter), and memory
+and processes counted per worker, every page included (the worker's cgroup).
+
+Each attack runs in the real sandbox, on both namespace paths (bubblewrap, and util-linux
+``unshare`` with referee's root builder), and asserts the honest outcome: the program's own
+error or failure, the host's limits held.
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from referee.verifiers.sandbox import (
+    Job,
+    Limits,
+    LocalSandbox,
+    RunResult,
+    _cgroup,
+    _isolation,
+    _seccomp,
+)
+from referee.verifiers.sandbox._isolation import unshare_problem
+from referee.verifiers.sandbox.local import bwrap_problem
+from referee.verifiers.sandbox.pool import WorkerPool
+
+X86_64 = os.uname().machine == "x86_64"
+EPERM, ENOSYS = 1, 38
+
+# A job that makes one system call and prints "refused ERRNO", or "made" when it went through.
+CALL = """
+import ctypes, os, subprocess
+libc = ctypes.CDLL(None, use_errno=True)
+def call(*args):
+    result = libc.syscall(*args)
+    if result == 0 and os.getpid() != PID:  # a clone's child: it got through
+        os._exit(0)
+    print("refused", ctypes.get_errno()) if result < 0 else print("made")
+PID = os.getpid()
+"""
+
+
+def _box(mode: str) -> LocalSandbox:
+    if mode == "bwrap" and bwrap_problem() is not None:
+        pytest.skip(f"bubblewrap unavailable: {bwrap_problem()}")
+    if mode == "unshare" and unshare_problem() is not None:
+        pytest.skip(f"the unshare path is unavailable: {unshare_problem()}")
+    return LocalSandbox(workers=1, isolation=mode)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module", params=["bwrap", "unshare"])
+def box(request: pytest.FixtureRequest) -> Iterator[LocalSandbox]:
+    sandbox = _box(request.param)
+    yield sandbox
+    sandbox.close()
+
+
+def _call(box: LocalSandbox, code: str, limits: Limits | None = None) -> RunResult:
+    job = Job(source=CALL + textwrap.dedent(code), limits=limits or Limits())
+    return box.run(job)
+
+
+def _said(result: RunResult) -> str:
+    """What a job printed, once it ran to its end."""
+    assert result.ok, result.stderr.decode(errors="replace")[-2000:]
+    return result.stdout.decode().strip()
+
+
+# --- user namespaces: a job never gets a full capability set back -----------------------------
+
+
+def test_a_python_job_cannot_unshare_a_user_namespace(box: LocalSandbox) -> None:
+    # unshare(CLONE_NEWUSER): the call os.unshare makes on Python 3.12 and later.
+    code = f"call({272 if X86_64 else 97}, 0x10000000)"
+    assert _said(_call(box, code)) == f"refused {EPERM}"
+
+
+def test_a_python_job_cannot_clone_into_a_user_namespace(box: LocalSandbox) -> None:
+    # clone(CLONE_NEWUSER | SIGCHLD) with no new stack: a fork into a new user namespace.
+    code = f"call({56 if X86_64 else 220}, 0x10000000 | 17, 0, 0, 0, 0)"
+    assert _said(_call(box, code)) == f"refused {EPERM}"
+
+
+def test_clone3_is_refused_as_missing_so_the_c_library_falls_back_to_clone(
+    box: LocalSandbox,
+) -> None:
+    # clone3's flags lie in memory the filter cannot read: ENOSYS, as on an older kernel (glibc
+    # then uses clone, whose flags it can). Here with CLONE_NEWUSER, which would go through.
+    code = """
+    args = (ctypes.c_uint64 * 11)()
+    args[0], args[4] = 0x10000000, 17  # flags: CLONE_NEWUSER; exit_signal: SIGCHLD
+    call(435, args, 88)
+    """
+    assert _said(_call(box, code)) == f"refused {ENOSYS}"
+
+
+def test_threads_processes_and_programs_still_start(box: LocalSandbox) -> None:
+    # What a job does every day goes through the same calls (clone, clone3's fallback, exec).
+    code = """
+    import threading
+    out = []
+    worker = threading.Thread(target=lambda: out.append("thread"))
+    worker.start()
+    worker.join()
+    pid = os.fork()
+    if pid == 0:
+        os._exit(7)
+    out.append(str(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])))
+    out.append(subprocess.run(["echo", "exec"], capture_output=True, text=True).stdout.strip())
+    print(" ".join(out))
+    """
+    assert _said(_call(box, code)) == "thread 7 exec"
+
+
+def test_a_command_job_cannot_become_root_in_a_user_namespace(box: LocalSandbox) -> None:
+    result = box.run(Job(command=("unshare", "--user", "--map-root-user", "id", "-u")))
+    assert result.exit_code not in (0, None)  # unshare's own failure
+    assert b"Operation not permitted" in result.stderr
+    assert result.stdout == b""
+
+
+# --- io_uring and the other doors ------------------------------------------------------------
+
+
+def test_a_job_cannot_set_up_io_uring(box: LocalSandbox) -> None:
+    # io_uring_setup(8 entries, params): a ring whose calls seccomp would never see.
+    code = "call(425, 8, (ctypes.c_char * 120)())"
+    assert _said(_call(box, code)) == f"refused {ENOSYS}"
+
+
+# Each call with arguments that, without the filter, get another answer here than EPERM (a
+# key, an fd, EFAULT from a bad pointer, EINVAL, EBADF): EPERM is the filter's.
+DOORS = {
+    "keyctl: the session keyring's id": "call(250, 0, -3, 0)",
+    "add_key: a key in the process keyring": 'call(248, b"user", b"k", b"v", 1, -2)',
+    "request_key": 'call(249, b"user", b"nothing", None, 0)',
+    "bpf: an unknown command": "call(321, 9999, None, 0)",
+    "userfaultfd, user mode only": "call(323, 1)",
+    "perf_event_open: task clock": """
+        attr = (ctypes.c_uint32 * 32)()
+        attr[0], attr[1], attr[2], attr[10] = 1, 128, 1, (1 << 5) | (1 << 6)
+        call(298, attr, 0, -1, -1, 0)
+    """,
+    "mount, bad pointers": "call(165, 1, 1, 1, 0, 0)",
+    "umount2, a bad pointer": "call(166, 1, 0)",
+    "setns, a bad fd": "call(308, -1, 0)",
+    "name_to_handle_at": 'call(303, -100, b".", None, None, 0)',
+    "open_by_handle_at": "call(304, -1, None, 0)",
+    "chroot, a bad pointer": "call(161, 1)",
+    "personality: ASLR off": "call(135, 0x0040000)",
+    "process_vm_readv": "call(310, os.getppid(), None, 0, None, 0, 0)",
+    "kexec_load": "call(246, 0, 0, None, 0)",
+    "ptrace: attach to a program it started": """
+        child = subprocess.Popen(["sleep", "10"])
+        call(101, 16, child.pid, 0, 0)
+        child.kill()
+    """,
+}
+
+
+@pytest.mark.skipif(not X86_64, reason="the calls are made by their x86-64 numbers")
+@pytest.mark.parametrize("code", DOORS.values(), ids=DOORS.keys())
+def test_the_kernels_other_doors_are_shut(box: LocalSandbox, code: str) -> None:
+    assert _said(_call(box, code)) == f"refused {EPERM}"
+
+
+def test_personality_queries_and_harmless_changes_still_work(box: LocalSandbox) -> None:
+    code = f"call({135 if X86_64 else 92}, 0xFFFFFFFF)\ncall({135 if X86_64 else 92}, 0)"
+    assert _said(_call(box, code)).split() == ["made", "made"]
+
+
+# --- memory: every page counted --------------------------------------------------------------
+
+# Fills memfds (each under the file-size limit, never mapped: no address space) until it holds
+# `total` bytes, then says so. Without a cgroup nothing counts these pages.
+MEMFD = """
+total, chunk, held, files = TOTAL, 32 << 20, 0, []
+block = b"x" * (1 << 20)
+while held < total:
+    fd = os.memfd_create("hoard")
+    files.append(fd)
+    for _ in range(chunk >> 20):
+        os.write(fd, block)
+    held += chunk
+print("held", held)
+"""
+
+# The same with System V shared memory: attached a piece at a time (under RLIMIT_AS), touched,
+# detached; the segments keep the pages.
+SYSV = """
+total, chunk, held = TOTAL, 64 << 20, 0
+libc.shmat.restype = ctypes.c_void_p
+while held < total:
+    ident = libc.shmget(0, chunk, 0o600)
+    if ident < 0:
+        raise SystemExit(f"shm: errno {ctypes.get_errno()}")
+    address = libc.shmat(ident, None, 0)
+    ctypes.memset(address, 1, chunk)
+    libc.shmdt(ctypes.c_void_p(address))
+    held += chunk
+print("held", held)
+"""
+
+SMALL = Limits(memory_bytes=256 << 20, wall_seconds=30, cpu_seconds=30)
+
+
+def _hoard(box: LocalSandbox, code: str) -> RunResult:
+    if _cgroup.problem() is not None:
+        pytest.skip(f"no cgroup per worker here: {_cgroup.problem()}")
+    return _call(box, code.replace("TOTAL", str(2 << 30)), SMALL)
+
+
+def test_memfd_pages_count_against_the_memory_limit(box: LocalSandbox) -> None:
+    result = _hoard(box, MEMFD)
+    # Stopped short of 2 GiB: killed (the worker's memory cgroup is full), a program at fault.
+    assert not result.ok
+    assert b"held" not in result.stdout
+    assert box.run(Job(source="print('next')")).stdout == b"next\n"  # and the next job runs
+
+
+def test_shared_memory_pages_count_against_the_memory_limit(box: LocalSandbox) -> None:
+    result = _hoard(box, SYSV)
+    assert not result.ok
+    assert b"held" not in result.stdout
+    assert box.run(Job(source="print('next')")).stdout == b"next\n"
+
+
+def test_each_worker_runs_in_a_cgroup_of_its_own(box: LocalSandbox) -> None:
+    if _cgroup.problem() is not None:
+        pytest.skip(f"no cgroup per worker here: {_cgroup.problem()}")
+    box.run(Job(source="pass"))
+    (pid,) = box.zygote_pids()
+    paths = dict(
+        line.split(":", 2)[1:] for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    )
+    limits = Limits()  # what the worker was started for (the first job's limits)
+    memory = limits.memory_bytes + limits.disk_bytes + _cgroup.SLACK
+    if "" in paths and "memory" not in paths:  # v2
+        where = Path("/sys/fs/cgroup") / paths[""].lstrip("/")
+        assert where.name.startswith("referee-")
+        assert (where / "memory.max").read_text().strip() == str(memory)
+        assert (where / "pids.max").read_text().strip() == str(
+            limits.processes + _cgroup.PIDS_SLACK
+        )
+        return
+    assert paths["memory"].rsplit("/", 1)[1].startswith("referee-")
+    where = Path("/sys/fs/cgroup/memory") / paths["memory"].lstrip("/")
+    assert int((where / "memory.limit_in_bytes").read_text()) == memory
+    pids = Path("/sys/fs/cgroup/pids") / paths["pids"].lstrip("/")
+    assert int((pids / "pids.max").read_text()) == limits.processes + _cgroup.PIDS_SLACK
+
+
+LEFT_OPEN = """
+import json
+from referee.verifiers.sandbox import Job, LocalSandbox, _cgroup
+box = LocalSandbox(workers=2, isolation="bwrap")
+box.run(Job(source="pass"))
+print(json.dumps(sorted(_cgroup._made)))  # and exit with the sandbox never closed
+"""
+
+
+def test_worker_cgroups_are_removed_at_exit_even_when_a_sandbox_is_left_open() -> None:
+    if _cgroup.problem() is not None or bwrap_problem() is not None:
+        pytest.skip(f"no cgroup per worker here: {_cgroup.problem() or bwrap_problem()}")
+    import json
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run(
+        [sys.executable, "-c", LEFT_OPEN], cwd=root, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    made = json.loads(done.stdout.splitlines()[-1])
+    assert made and all(Path(where).name.startswith("referee-") for where in made)
+    assert [where for where in made if os.path.exists(where)] == []
+
+
+@pytest.fixture(scope="module")
+def without_cgroup() -> Iterator[LocalSandbox]:
+    """A sandbox started as where no cgroup can be made (the fallback)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_isolation.HARDENING, "cgroup", False)  # read when a worker starts
+        sandbox = _box("bwrap")
+        yield sandbox
+        sandbox.close()
+
+
+def test_without_a_cgroup_memfd_is_refused(without_cgroup: LocalSandbox) -> None:
+    result = _call(without_cgroup, MEMFD.replace("TOTAL", str(2 << 30)), SMALL)
+    assert result.exit_code == 1  # the program's own error, at its first memfd
+    assert result.stderr.strip().endswith(b"PermissionError: [Errno 1] Operation not permitted")
+    assert result.stdout == b""
+
+
+def test_without_a_cgroup_shared_memory_is_refused(without_cgroup: LocalSandbox) -> None:
+    result = _call(without_cgroup, SYSV.replace("TOTAL", str(2 << 30)), SMALL)
+    assert result.exit_code == 1
+    assert result.stderr.strip().endswith(f"shm: errno {EPERM}".encode())
+
+
+# --- the filter program itself ---------------------------------------------------------------
+
+
+def _run_filter(program: bytes, arch: int, nr: int, arg0: int = 0) -> int:
+    """What `program` answers for one system call: a classic BPF interpreter for the
+    instructions the filter uses."""
+    import struct
+
+    data = struct.pack("<iIQ6Q", nr, arch, 0, arg0, 0, 0, 0, 0, 0)
+    ops: list[tuple[int, int, int, int]] = [
+        struct.unpack_from("<HBBI", program, at) for at in range(0, len(program), 8)
+    ]
+    pc, acc = 0, 0
+    while True:
+        code, jt, jf, k = ops[pc]
+        if code == 0x20:
+            (acc,) = struct.unpack_from("<I", data, k)
+            pc += 1
+        elif code == 0x06:
+            return k
+        elif code == 0x05:
+            pc += 1 + k
+        else:
+            taken = {0x15: acc == k, 0x35: acc >= k, 0x45: bool(acc & k)}[code]
+            pc += 1 + (jt if taken else jf)
+
+
+@pytest.mark.parametrize("machine", sorted(_seccomp.ARCHES))
+def test_the_filter_refuses_what_it_says_and_allows_the_rest(machine: str) -> None:
+    program = _seccomp.build(machine)
+    arch = _seccomp.ARCHES[machine]
+    column = 0 if machine == "x86_64" else 1
+    calls = _seccomp._CALLS
+    allow, kill = 0x7FFF0000, 0x80000000
+    for name in _seccomp.refused_calls(without_cgroup=False):
+        nr = calls[name][column]
+        if nr is None or name in ("clone", "unshare", "ptrace", "personality"):
+            continue
+        assert _run_filter(program, arch, nr) & 0xFFFF0000 == 0x00050000, name
+    clone, unshare = calls["clone"][column], calls["unshare"][column]
+    assert clone is not None and unshare is not None
+    assert _run_filter(program, arch, clone, 0x10000000 | 17) == 0x00050000 | EPERM
+    assert _run_filter(program, arch, clone, 0x00010000 | 17) == allow  # a thread's flags
+    assert _run_filter(program, arch, unshare, 0x10000000) == 0x00050000 | EPERM
+    assert _run_filter(program, arch, unshare, 0x400) == allow  # CLONE_FILES
+    memfd = calls["memfd_create"][column] or 0
+    assert _run_filter(program, arch, memfd) == allow  # counted by the worker's cgroup
+    fallback = _seccomp.build(machine, without_cgroup=True)
+    assert _run_filter(fallback, arch, memfd) == 0x00050000 | EPERM
+    assert _run_filter(program, arch, 0) == allow  # read (x86-64) / io_setup (aarch64)
+    assert _run_filter(program, 0x40000003, 1) == kill  # i386 on x86-64: not judged, killed
+    if machine == "x86_64":
+        assert _run_filter(program, arch, 0x40000000 | 272) == kill  # x32
+
+
+# --- the docker backend: the same refusals, on top of the engine's own profile -------------
+
+
+@pytest.fixture(scope="module")
+def docker_box(docker_engine: str) -> Iterator[WorkerPool]:
+    from referee.verifiers.sandbox.docker import DockerSandbox
+
+    sandbox = DockerSandbox(workers=1, base_url=docker_engine, memory_bytes=512 << 20)
+    yield sandbox
+    sandbox.close()
+
+
+DOCKER_ATTACKS = {
+    # The engine's profile refuses these only from 25.0 (io_uring) or not at all (ptrace).
+    "io_uring": ("call(425, 8, (ctypes.c_char * 120)())", ENOSYS),
+    "ptrace attach": (DOORS["ptrace: attach to a program it started"], EPERM),
+    "a user namespace": ("call(272, 0x10000000)", EPERM),
+    "a user namespace through clone3": (
+        "args = (ctypes.c_uint64 * 11)()\nargs[0], args[4] = 0x10000000, 17\ncall(435, args, 88)",
+        ENOSYS,
+    ),
+}
+
+
+@pytest.mark.skipif(not X86_64, reason="the calls are made by their x86-64 numbers")
+@pytest.mark.parametrize("attack", DOCKER_ATTACKS.values(), ids=DOCKER_ATTACKS.keys())
+def test_a_docker_job_meets_the_same_refusals(
+    docker_box: WorkerPool, attack: tuple[str, int]
+) -> None:
+    code, errno = attack
+    result = docker_box.run(Job(source=CALL + textwrap.dedent(code)))
+    assert _said(result) == f"refused {errno}"
+
+
+def test_a_docker_command_job_cannot_become_root_in_a_user_namespace(
+    docker_box: WorkerPool,
+) -> None:
+    result = docker_box.run(Job(command=("unshare", "--user", "--map-root-user", "id", "-u")))
+    assert result.exit_code not in (0, None)
+    assert result.stdout == b""
+
+
+def test_docker_memfd_pages_count_against_the_containers_memory(docker_box: WorkerPool) -> None:
+    job = Job(source=CALL + MEMFD.replace("TOTAL", str(2 << 30)), limits=SMALL)
+    result = docker_box.run(job)
+    assert not result.ok
+    assert b"held" not in result.stdout
