@@ -15,6 +15,11 @@ A component that gives no value (None, with a Failure) follows the declared `on_
 
 A gate that gives no value cannot decide, so the total fails, unless `on_none` is ``"value"``.
 
+Every number is finite: a NaN or infinite weight, threshold, floor, scale, offset or clip bound
+is refused when the reward is built, and a total (or a per-step value) that still comes out
+non-finite (an overflow: ``1e308 * 10``) is ``Failure("invalid_value")`` naming the component
+that made it, never a NaN handed to a trainer.
+
 Each component scores under its own deadline. A combination's `timeout` bounds one rollout's
 whole scoring through it (all components must be sync: inline scoring is what it bounds);
 past it, that rollout's total is ``Failure("timeout")``.
@@ -82,6 +87,22 @@ class Component:
     gate: bool = False
     threshold: float = 1.0
 
+    def __post_init__(self) -> None:
+        _finite(f"component {self.name}", weight=self.weight, threshold=self.threshold)
+
+
+def _finite(owner: str, **numbers: float | None) -> None:
+    """Raise ValueError naming `owner` and the option when a number is NaN or infinite."""
+    for key, value in numbers.items():
+        if value is None:
+            continue
+        try:
+            finite = math.isfinite(value)
+        except (TypeError, OverflowError):  # a non-number, or an int past float range
+            finite = False
+        if not finite:
+            raise ValueError(f"{owner}: {key} must be a finite number, got {value!r}")
+
 
 @dataclass(kw_only=True)
 class Combined(RewardBase):
@@ -108,7 +129,9 @@ class Combined(RewardBase):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"{self.name}: component names must be unique, repeated: {dupes}")
+        _finite(self.name, none_value=self.none_value, floor=self.floor)
         self._total_weight = sum(c.weight for c in self.components)
+        _finite(self.name, **{"the sum of the weights": self._total_weight})
         self._sync = all(is_sync(c.reward) for c in self.components)
         # The components in order, as runs of sync ones and single async ones.
         self._segments: list[tuple[list[Component], bool]] = []
@@ -265,6 +288,14 @@ class Combined(RewardBase):
             result, headline = self.floor, f"gate {stop[0].name} not passed"
         elif present if weighs else values:
             result = self._combine(total, present, values)
+            if not math.isfinite(result):
+                culprit = self._culprit(per)
+                message = (
+                    f"the total is {result!r}, not a finite number: component {culprit} "
+                    "overflows it (scale the component's values or weight down)"
+                )
+                result, failure = None, Failure("invalid_value", message, culprit)
+                headline = f"total not finite (component {culprit})"
         else:
             name, first = next(iter(per.items()))
             result, failure = None, _wrap_failure(first, name)
@@ -272,6 +303,11 @@ class Combined(RewardBase):
         if headline is not None:
             detail = f"{headline} ({detail})" if detail else headline
         steps = self._steps(per, stop)
+        if steps is not None and failure is None and not all(map(math.isfinite, steps)):
+            culprit = self._culprit(per)
+            message = f"a per-step value is not finite: component {culprit} overflows it"
+            result, failure, steps = None, Failure("invalid_value", message, culprit), None
+            detail = f"{message} ({detail})" if detail else message
         return Score(
             value=result,
             components=components,
@@ -281,6 +317,24 @@ class Combined(RewardBase):
             steps=steps,
             cost=cost,
         )
+
+    def _culprit(self, per: dict[str, Score]) -> str:
+        """The component whose weighted value is largest: the one a total overflowed on."""
+        largest, name = -1.0, self.components[0].name
+        for comp in self.components:
+            s = per.get(comp.name)
+            value = None if s is None else s.value
+            steps = () if s is None or s.steps is None else s.steps
+            weight = comp.weight if self.mode in ("weighted", "mean") else 1.0
+            for v in (value, *steps):
+                if v is None:
+                    continue
+                size = abs(v * weight)
+                if not size <= largest:  # NaN and inf count as the largest
+                    largest, name = size, comp.name
+                    if not math.isfinite(size):
+                        return name
+        return name
 
     def _steps(
         self, per: dict[str, Score], stop: tuple[Component, Score] | None
@@ -375,6 +429,7 @@ class Transform(RewardBase):
         return self._apply(inner.score_sync(rollout))
 
     def __post_init__(self) -> None:
+        _finite(self.name, scale=self.scale, offset=self.offset, low=self.low, high=self.high)
         if self.low is not None and self.high is not None and self.low > self.high:
             raise ValueError(f"{self.name}: clip low {self.low} is above high {self.high}")
 
@@ -389,6 +444,21 @@ class Transform(RewardBase):
         steps = None
         if s.steps is not None:
             steps = tuple(self._clip(v * self.scale + self.offset) for v in s.steps)
+        if not math.isfinite(value) or (steps is not None and not all(map(math.isfinite, steps))):
+            message = (
+                f"{s.value!r} * scale {self.scale!r} + offset {self.offset!r} is not a finite "
+                "number (scale the reward down)"
+            )
+            return Score(
+                value=None,
+                components=s.components,
+                reason=f"{message} ({s.reason})" if s.reason else message,
+                failure=Failure("invalid_value", message, self.name),
+                skipped=s.skipped,
+                cost=s.cost,
+                latency=s.latency,
+                tokens=s.tokens,
+            )
         return Score(
             value=value,
             components=s.components,

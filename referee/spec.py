@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 import typing
 from collections.abc import Mapping, Sequence
@@ -89,7 +90,7 @@ def load(spec: str | os.PathLike[str] | Mapping[str, Any]) -> Reward:
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"cannot read spec file: {exc}", source=source) from None
     try:
-        data = yaml.safe_load(text)
+        data = _safe_load(text, source)
     except yaml.YAMLError as exc:
         raise SpecError(f"not valid YAML: {exc}", source=source) from None
     if not isinstance(data, Mapping):
@@ -100,6 +101,73 @@ def load(spec: str | os.PathLike[str] | Mapping[str, Any]) -> Reward:
             expected="keys such as 'type' or 'combine' and 'components'",
         )
     return _Loader(source, path.resolve().parent).reward(data, (), path.stem)
+
+
+_MAX_NODES = 1_000_000
+"""The most YAML nodes a spec may hold once its aliases are expanded. An alias is cheap to
+write and costs nothing to parse, but everything that walks the loaded spec walks the
+expansion: nine lines of nested aliases (a "billion laughs") expand to 10**9 nodes."""
+
+
+def _safe_load(text: str, source: str) -> Any:
+    """`yaml.safe_load`, refusing a document whose aliases expand past `_MAX_NODES` nodes
+    (or refer to themselves) before anything is built from it."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        size = _expanded_size(node)
+        if size > _MAX_NODES or size < 0:
+            how = "refer to themselves" if size < 0 else f"expand to over {_MAX_NODES} nodes"
+            raise SpecError(
+                f"the YAML's aliases (*name) {how} (a 'billion laughs'), more than a spec may "
+                "hold; write the repeated parts out, or refer to a file",
+                source=source,
+            )
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _expanded_size(root: yaml.Node) -> int:
+    """How many nodes `root` has with every alias expanded, counted in time linear in the
+    nodes as written (each shared node once); -1 for a node that contains itself."""
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        kids: list[yaml.Node] = []
+        if isinstance(node, yaml.SequenceNode):
+            kids = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            kids = [part for pair in node.value for part in pair]
+        if children_done:
+            on_path.discard(key)
+            total = 1
+            for kid in kids:
+                total += sizes[id(kid)]
+                if total > _MAX_NODES:
+                    return total  # no need to count further
+            sizes[key] = total
+            continue
+        if key in sizes:
+            continue
+        if key in on_path:
+            return -1  # a recursive alias: endless once expanded
+        on_path.add(key)
+        stack.append((node, True))
+        stack.extend((kid, False) for kid in kids if id(kid) not in sizes)
+    return sizes[id(root)]
+
+
+def _is_finite(value: float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer past float range (10**400)
+        return False
 
 
 _adapters: dict[type[Any], TypeAdapter[Any]] = {}
@@ -200,6 +268,7 @@ class _Loader:
                 expected=f"one of {', '.join(known)}",
             )
         options = {k: v for k, v in data.items() if k not in {"type", "name", "description"}}
+        self.finite_options(options, path)
         for key in _reward_options(cls):
             # Options typed as rewards (final_answer's `reward`) load as rewards.
             if isinstance(options.get(key), Mapping):
@@ -318,13 +387,16 @@ class _Loader:
             self.component(key, value, (*path, "components", key)) for key, value in raw.items()
         ]
         timeout = self.timeout(data.get("timeout"), path)
+        # Read before the try: a SpecError is a ValueError, and would lose its key path there.
+        none_value = self.number(data, "none_value", 0.0, path)
+        floor = self.number(data, "floor", 0.0, path)
         try:
             return Combined(
                 components=components,
                 mode=mode,
                 on_none=on_none,
-                none_value=self.number(data, "none_value", 0.0, path),
-                floor=self.number(data, "floor", 0.0, path),
+                none_value=none_value,
+                floor=floor,
                 name=name,
                 timeout=timeout,
             )
@@ -363,7 +435,28 @@ class _Loader:
         value = data.get(key, default)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self.error(f"{key} must be a number", (*path, key), found=value)
+        if not _is_finite(value):
+            # NaN poisons every total it enters (no comparison catches it) and an infinity
+            # turns one into inf or NaN: a trainer would get no reward, or a silent NaN.
+            raise self.error(
+                f"{key} must be a finite number", (*path, key), found=value, expected=f"{key}: 1.0"
+            )
         return float(value)
+
+    def finite_options(self, options: Mapping[str, Any], path: Path_) -> None:
+        """Refuse a NaN or an infinity anywhere in a reward's options, naming its key path."""
+        stack: list[tuple[Path_, Any]] = [(path, options)]
+        while stack:
+            where, item = stack.pop()
+            if isinstance(item, Mapping):
+                stack.extend(((*where, str(k)), v) for k, v in item.items())
+            elif isinstance(item, list):
+                stack.extend(((*where, i), v) for i, v in enumerate(item))
+            elif isinstance(item, float) and not math.isfinite(item):
+                raise self.error(
+                    "every number in a spec must be finite", where, found=item,
+                    expected="a finite number",
+                )  # fmt: skip
 
     def transform(self, reward: Reward, data: Mapping[str, Any], path: Path_) -> Reward:
         low = high = None
@@ -371,20 +464,24 @@ class _Loader:
             clip = data["clip"]
             ok = isinstance(clip, Sequence) and not isinstance(clip, str) and len(clip) == 2
             if not ok or not all(
-                c is None or (isinstance(c, (int, float)) and not isinstance(c, bool)) for c in clip
+                c is None
+                or (isinstance(c, (int, float)) and not isinstance(c, bool) and _is_finite(c))
+                for c in clip
             ):
                 raise self.error(
-                    "clip must be [low, high] (either may be null)",
+                    "clip must be [low, high] of finite numbers (either may be null)",
                     (*path, "clip"),
                     found=clip,
                     expected="clip: [0, 1]",
                 )
             low, high = clip
+        scale = self.number(data, "scale", 1.0, path)
+        offset = self.number(data, "offset", 0.0, path)
         try:
             return Transform(
                 reward=reward,
-                scale=self.number(data, "scale", 1.0, path),
-                offset=self.number(data, "offset", 0.0, path),
+                scale=scale,
+                offset=offset,
                 low=low,
                 high=high,
                 name=reward.name,

@@ -49,10 +49,18 @@ from referee.judges.limits import (
     token_rate,
 )
 from referee.judges.logprobs import Candidates, candidates_at_values
-from referee.judges.transport import Completion, Request, Retry, Transport, route, send_http
+from referee.judges.transport import (
+    MAX_BODY,
+    Completion,
+    Request,
+    Retry,
+    Transport,
+    route,
+    send_http,
+)
 from referee.judges.via_litellm import load as load_litellm
 from referee.judges.via_litellm import price, send_litellm, supports_schema
-from referee.verifiers.jsontext import parse_json
+from referee.verifiers.jsontext import json_values, parse_json
 
 __all__ = [
     "BudgetExceeded",
@@ -135,6 +143,9 @@ class JudgeClient:
         transport: ``auto``: OpenAI-compatible models (``openai/...``, ``hosted_vllm/...``)
             over referee's own HTTP transport, every other through litellm; ``http`` or
             ``litellm`` to choose (`referee.judges.transport`).
+        max_reply_bytes: The largest answer read from the judge's server; a longer one fails
+            the call (``judge``). referee's HTTP transport stops reading there; through
+            litellm, which reads a body whole, it keeps the reply from going further.
     """
 
     # Validated like a reward's options when a spec gives them: an unknown one is an error.
@@ -157,6 +168,7 @@ class JudgeClient:
     cache_path: str | None = None
     structured: StructuredOutput = "auto"
     transport: Transport = "auto"
+    max_reply_bytes: int = MAX_BODY
 
     def _params(self, seed: int | None, top_logprobs: int | None) -> dict[str, Any]:
         params: dict[str, Any] = {"temperature": self.temperature, "max_tokens": self.max_tokens}
@@ -269,7 +281,13 @@ class JudgeClient:
         if response_format is not None:
             params = {**params, "response_format": response_format}
         request = Request(
-            self.model, messages, params, self.api_base, self._api_key(), self.timeout
+            self.model,
+            messages,
+            params,
+            self.api_base,
+            self._api_key(),
+            self.timeout,
+            self.max_reply_bytes,
         )
         send = send_http if route(self.model, self.transport) == "http" else send_litellm
         last = Retry("no attempt was made")
@@ -315,12 +333,43 @@ def _json_schema(schema: type[BaseModel]) -> dict[str, Any]:
 
 
 def _parse(text: str, schema: type[T]) -> T:
-    """The verdict in `text`: its first JSON object, validated by `schema` (ValueError if not)."""
-    parsed = parse_json(text, "first")
-    if not parsed.ok:
-        raise ValueError(f"no JSON object ({parsed.error})")
+    """The verdict in `text`, validated by `schema` (ValueError if there is none, or several).
+
+    The whole reply when it is JSON (structured output). Else the one verdict-shaped object in
+    it: a judge that quotes the judged text may repeat a verdict injected there ("give this a
+    10") before its own, so the first object found is not trusted to be the judge's. Objects
+    that all say the same are one verdict; verdicts that disagree are an invalid reply (the
+    client asks once more, then fails), never the first of them.
+    """
+    whole = parse_json(text, "strict")
+    if whole.ok:
+        return _validate(whole.value, schema)
+    values = json_values(text)
+    if not values:
+        raise ValueError(f"no JSON object ({parse_json(text, 'first').error})")
+    verdicts: list[T] = []
+    error: ValueError | None = None
+    for value in values:
+        try:
+            verdict = _validate(value, schema)
+        except ValueError as exc:
+            error = error or exc
+            continue
+        if all(verdict != other for other in verdicts):
+            verdicts.append(verdict)
+    if len(verdicts) > 1:
+        raise ValueError(
+            f"the reply holds {len(verdicts)} different verdicts (one may be quoted from the "
+            "judged text); give exactly one"
+        )
+    if verdicts:
+        return verdicts[0]
+    raise error or ValueError("no verdict in the reply")
+
+
+def _validate(value: Any, schema: type[T]) -> T:
     try:
-        return schema.model_validate(parsed.value)
+        return schema.model_validate(value)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(map(str, first["loc"])) or "(root)"

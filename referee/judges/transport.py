@@ -22,6 +22,10 @@ Both transports return a `Completion` or a `Retry` (a failure a later attempt ma
 and raise `JudgeError` for the rest; the client does the retries, limits and cache the same
 way for both. `post_json` is the same HTTP client for other JSON APIs (served reward
 models). Costs come from litellm's bundled cost map on both (`referee.judges.via_litellm`).
+
+A server's answer is read in chunks up to a limit (`Request.max_body`, `MAX_BODY` by default):
+a server that answers with hundreds of MB costs a `JudgeError` naming the limit, not the
+process's memory. An error answer's first `_MAX_ERROR_BODY` bytes are read, the rest dropped.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from referee.errors import JudgeError, MissingDependency
 
 __all__ = [
     "HTTP_PROVIDERS",
+    "MAX_BODY",
     "Completion",
     "Request",
     "Retry",
@@ -62,6 +67,12 @@ HTTP_PROVIDERS = frozenset({"openai", "hosted_vllm"})
 """The litellm provider prefixes that ``transport: auto`` sends over HTTP."""
 
 OPENAI_BASE = "https://api.openai.com/v1"
+
+MAX_BODY = 32 * 2**20
+"""The largest answer read from a server, in bytes (after decompression): a chat completion
+of a few thousand tokens with their logprobs is well under a MB."""
+_MAX_ERROR_BODY = 64 * 2**10  # an error's message is cut at 300 characters anyway
+_CHUNK = 64 * 2**10
 
 
 def route(model: str, transport: Transport) -> Literal["http", "litellm"]:
@@ -84,6 +95,7 @@ class Request:
         api_base: The server's base URL (None: the provider's own).
         api_key: The key to send (None: the transport's default).
         timeout: Seconds for the whole attempt.
+        max_body: The largest answer to read, in bytes; a longer one is a `JudgeError`.
     """
 
     model: str
@@ -92,6 +104,7 @@ class Request:
     api_base: str | None
     api_key: str | None
     timeout: float
+    max_body: int = MAX_BODY
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,12 +277,20 @@ async def send_http(request: Request) -> Completion | Retry:
         params = {**params, "max_completion_tokens": params["max_tokens"]}
         del params["max_tokens"]
     body = json.dumps({"model": wire, "messages": request.messages, **params}).encode()
-    answer = await _post(url, body, _api_key(request), request.timeout, "judge call")
+    answer = await _post(
+        url, body, _api_key(request), request.timeout, "judge call", request.max_body
+    )
     return answer if isinstance(answer, Retry) else _completion(answer)
 
 
 async def post_json(
-    url: str, payload: Any, *, api_key: str | None, timeout: float, what: str
+    url: str,
+    payload: Any,
+    *,
+    api_key: str | None,
+    timeout: float,
+    what: str,
+    max_body: int = MAX_BODY,
 ) -> Any | Retry:
     """One attempt at ``POST url`` with a JSON body, on the loop's pooled session: the decoded
     JSON answer, or a `Retry` (a timeout, a 408, 409, 429 or 5xx, a lost connection). For
@@ -281,11 +302,13 @@ async def post_json(
         api_key: Sent as a bearer token when given.
         timeout: Seconds for the whole attempt.
         what: What the call is, for errors (``"reward model call"``).
+        max_body: The largest answer to read, in bytes.
 
     Raises:
-        JudgeError: A failure no retry mends (another 4xx, an answer that is not JSON).
+        JudgeError: A failure no retry mends (another 4xx, an answer that is not JSON, an
+            answer longer than `max_body`).
     """
-    answer = await _post(url, json.dumps(payload).encode(), api_key, timeout, what)
+    answer = await _post(url, json.dumps(payload).encode(), api_key, timeout, what, max_body)
     if isinstance(answer, Retry):
         return answer
     try:
@@ -295,10 +318,10 @@ async def post_json(
 
 
 async def _post(
-    url: str, body: bytes, api_key: str | None, timeout: float, what: str
+    url: str, body: bytes, api_key: str | None, timeout: float, what: str, max_body: int
 ) -> bytes | Retry:
     """One POST of `body`: the answer's bytes (HTTP 200), or a Retry; raises `JudgeError`
-    for a failure no retry mends."""
+    for a failure no retry mends (an answer longer than `max_body` among them)."""
     headers = {"Content-Type": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
@@ -308,18 +331,47 @@ async def _post(
         async with session.post(
             url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)
         ) as response:
-            status, answer = response.status, await response.read()
-            wait = retry_after(response.headers) if status != 200 else None
+            status = response.status
+            if status == 200:
+                answer = await _read(response, max_body)
+                if answer is None:
+                    raise JudgeError(
+                        f"{what} failed: the answer from {url} is longer than {max_body} "
+                        "bytes; a larger limit is the client's max_reply_bytes"
+                    )
+                return answer
+            # An error's message is cut short anyway: its first bytes are enough.
+            error = await _read(response, _MAX_ERROR_BODY, cut=True) or b""
+            wait = retry_after(response.headers)
     except TimeoutError:
         return Retry(f"Timeout: no answer within {timeout:g}s", timed_out=True)
     except aiohttp.ClientError as exc:
         return Retry(f"APIConnectionError: {type(exc).__name__}: {exc}")
-    if status != 200:
-        reason = _failure(status, answer)
-        if status in _RETRYABLE or status >= 500:
-            return Retry(reason, timed_out=status == 408, retry_after=wait)
-        raise JudgeError(f"{what} failed: {reason}")
-    return answer  # type: ignore[no-any-return]
+    reason = _failure(status, error)
+    if status in _RETRYABLE or status >= 500:
+        return Retry(reason, timed_out=status == 408, retry_after=wait)
+    raise JudgeError(f"{what} failed: {reason}")
+
+
+async def _read(response: Any, limit: int, *, cut: bool = False) -> bytes | None:
+    """The body of `response`, read in chunks; as soon as it passes `limit` bytes, None (or
+    with `cut`, its first `limit` bytes). The rest is never read: the connection is dropped,
+    not drained."""
+    declared = response.content_length
+    if declared is not None and declared > limit and not cut:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.content.iter_chunked(_CHUNK):
+        size += len(chunk)
+        if size > limit:
+            response.close()
+            if not cut:
+                return None
+            chunks.append(chunk[: len(chunk) - (size - limit)])
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _completion(answer: bytes) -> Completion:

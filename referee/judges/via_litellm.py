@@ -121,13 +121,22 @@ async def send_litellm(request: Request) -> Completion | Retry:
     except Exception as exc:
         raise JudgeError(f"judge call failed: {type(exc).__name__}: {exc}") from None
     choice = response.choices[0]
+    text = choice.message.content or ""
+    # litellm has read the body whole by now (its providers' clients give no way to stop
+    # early): the limit can only keep a huge reply from going further (the parser, the
+    # cache). referee's own transport stops reading at the limit.
+    if len(text) > request.max_body or len(text.encode("utf-8", "replace")) > request.max_body:
+        raise JudgeError(
+            f"judge call failed: the reply is longer than {request.max_body} bytes; a larger "
+            "limit is the client's max_reply_bytes"
+        )
     usage = getattr(response, "usage", None)
     try:
         cost = float(litellm.completion_cost(completion_response=response))
     except Exception:
         cost = 0.0  # a model missing from the cost map (a local server) costs nothing known
     return Completion(
-        text=choice.message.content or "",
+        text=text,
         prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
         completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
         cost=cost,

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from jsonschema.exceptions import SchemaError
 
+from referee.errors import NotApplicable
 from referee.registry import register
 from referee.reward import CheckReward
 from referee.rewards._extract import JsonExtract, parse_json
@@ -54,7 +55,10 @@ class JsonSchema(CheckReward):
     Attributes:
         schema: The schema itself.
         schema_file: Or a path to it (relative paths in a spec file resolve against the spec's
-            folder). The file is read once, at construction.
+            folder). The file is read once, at construction. Its relative ``$ref``s to other
+            JSON files in its own folder (``common.json#/$defs/id``) are read then too; a
+            ``$ref`` to a URL, an absolute path or out of that folder is refused, as is any
+            ``$ref`` out of an inline `schema` (nothing is fetched).
         extract: Where the JSON is in the completion.
     """
 
@@ -67,6 +71,7 @@ class JsonSchema(CheckReward):
     def __post_init__(self) -> None:
         if (self.schema is None) == (self.schema_file is None):
             raise ValueError("give exactly one of schema or schema_file")
+        folder = None
         if self.schema is None:
             path = Path(str(self.schema_file))
             try:
@@ -75,10 +80,14 @@ class JsonSchema(CheckReward):
                 raise ValueError(f"schema_file {str(path)!r} does not exist") from None
             except json.JSONDecodeError as exc:
                 raise ValueError(f"schema_file {str(path)!r} is not valid JSON: {exc}") from None
+            folder = path.parent
         try:
-            self._validator = compile_schema(self.schema)
+            self._validator = compile_schema(self.schema, files=folder)
         except SchemaError as exc:
             raise ValueError(f"the schema is not a valid JSON Schema: {exc.message}") from None
+        except NotApplicable as exc:
+            where = f"schema_file {self.schema_file!r}" if folder is not None else "schema"
+            raise ValueError(f"{where}: {exc}") from None
 
     def check(self, rollout: Rollout) -> Score:
         parsed = parse_json(rollout.completion_text, self.extract)

@@ -2,6 +2,10 @@
 
 Containers: JSON Lines (``.jsonl``, ``.json`` with one object per line, ``.gz`` of either) and
 Parquet (``.parquet``, read in record batches: memory stays flat however long the file).
+Parquet decodes a row group's columns at once, so a row group is checked against
+`MAX_ROW_GROUP_BYTES` from the file's footer before any of it is read (and each batch again as
+it is decoded, in case the footer understates it): one over it is a `RolloutError` naming the
+row group and the fix, not the process's memory.
 
 Shapes (``--format``; detected from the first row when not given):
 
@@ -49,6 +53,7 @@ from referee.rollouts.jsonl import RowError, RowOk, decode_lines, rollout_from_r
 
 __all__ = [
     "FORMATS",
+    "MAX_ROW_GROUP_BYTES",
     "Format",
     "detect_format",
     "parse_mapping",
@@ -60,6 +65,10 @@ Format = Literal["canonical", "verl", "verl-dump", "trl", "openai", "preference"
 FORMATS: tuple[str, ...] = get_args(Format)
 
 PARQUET_BATCH = 2048
+MAX_ROW_GROUP_BYTES = 1 << 30
+"""The largest Parquet row group (uncompressed, as its footer says) or footer that is read."""
+_PARQUET_BUFFER = 1 << 20  # column chunks are read through a buffer this size, not whole
+_MAX_FOOTER = 64 << 20
 ROLLOUT_FIELDS = ("id", "prompt", "completion", "reference", "group")
 
 Row = Mapping[str, Any]
@@ -98,23 +107,73 @@ def _jsonl_rows(path: Path) -> Iterator[RawRow]:
         yield from _object_rows(stream)
 
 
-def _parquet_rows(path: Path) -> Iterator[RawRow]:
+def _too_big(path: Path, what: str, size: int, limit: int, line: int | None) -> RolloutError:
+    return RolloutError(
+        f"{what} is {size} bytes, over the limit of {limit} read from a Parquet file at once; "
+        "rewrite the file with smaller row groups (pyarrow.parquet.write_table(..., "
+        "row_group_size=10_000)), or raise the limit (max_row_group_bytes)",
+        source=str(path),
+        line=line,
+    )
+
+
+def _footer_size(path: Path) -> int:
+    """The length of a Parquet file's footer, from its last 8 bytes (-1: not Parquet)."""
+    with open(path, "rb") as f:
+        f.seek(0, io.SEEK_END)
+        if f.tell() < 12:
+            return -1
+        f.seek(-8, io.SEEK_END)
+        tail = f.read(8)
+    return int.from_bytes(tail[:4], "little") if tail[4:] == b"PAR1" else -1
+
+
+def _parquet_rows(path: Path, limit: int) -> Iterator[RawRow]:
     try:
         import pyarrow.parquet as pq
     except ImportError as exc:
         raise MissingDependency("pyarrow", "parquet", "reading Parquet rollouts") from exc
-    parquet = pq.ParquetFile(path)
+    footer = _footer_size(path)
+    if footer > _MAX_FOOTER:  # the footer is read whole, before any row group
+        raise RolloutError(
+            f"its Parquet footer is {footer} bytes, over the {_MAX_FOOTER} referee reads; "
+            "a file of rollouts has a footer of kilobytes: rewrite it with pyarrow",
+            source=str(path),
+        )
+    parquet = pq.ParquetFile(path, buffer_size=_PARQUET_BUFFER)
+    meta = parquet.metadata
     number = 0
-    for batch in parquet.iter_batches(batch_size=PARQUET_BATCH):
-        for row in batch.to_pylist():
-            number += 1
-            yield number, 1, row, None
+    for index in range(meta.num_row_groups):
+        group = meta.row_group(index)
+        declared = max(
+            group.total_byte_size,
+            sum(group.column(c).total_uncompressed_size for c in range(group.num_columns)),
+            sum(group.column(c).total_compressed_size for c in range(group.num_columns)),
+        )
+        first = number + 1  # the row number the error is reported at
+        if declared > limit:
+            what = f"row group {index} ({group.num_rows} rows)"
+            raise _too_big(path, what, declared, limit, first)
+        decoded = 0
+        for batch in parquet.iter_batches(batch_size=PARQUET_BATCH, row_groups=[index]):
+            decoded += batch.nbytes
+            if decoded > limit:  # the footer understated it
+                raise _too_big(path, f"row group {index} as decoded", decoded, limit, first)
+            for row in batch.to_pylist():
+                number += 1
+                yield number, 1, row, None
 
 
-def rows_of(path: str | Path) -> Iterator[RawRow]:
-    """The decoded rows of a JSONL or Parquet file: (row number, size, row or None, error)."""
+def rows_of(
+    path: str | Path, *, max_row_group_bytes: int = MAX_ROW_GROUP_BYTES
+) -> Iterator[RawRow]:
+    """The decoded rows of a JSONL or Parquet file: (row number, size, row or None, error).
+
+    Raises:
+        RolloutError: A Parquet row group (or footer) is larger than `max_row_group_bytes`.
+    """
     p = Path(path)
-    return _parquet_rows(p) if _is_parquet(p) else _jsonl_rows(p)
+    return _parquet_rows(p, max_row_group_bytes) if _is_parquet(p) else _jsonl_rows(p)
 
 
 # --- shapes -------------------------------------------------------------------------------
@@ -334,15 +393,24 @@ def read_rollouts(
     *,
     format: Format | None = None,
     mapping: Mapping[str, str] | None = None,
+    max_row_group_bytes: int = MAX_ROW_GROUP_BYTES,
 ) -> Iterator[RowOk | RowError]:
     """Stream the rollouts of a file, whatever trainer or API wrote it.
 
     Each yielded item carries the source row's number; a row that yields several rollouts
     (verl's ``responses``) yields several items with the same number.
 
+    Args:
+        path: The file (JSONL, gzipped JSONL, or Parquet).
+        format: Its shape; detected from the first row when None.
+        mapping: Rollout fields set from dotted paths into each row.
+        max_row_group_bytes: The largest Parquet row group read (uncompressed), checked
+            before it is read.
+
     Raises:
         OSError: The file cannot be opened.
-        RolloutError: The format cannot be detected (pass `format`) or a mapping is malformed.
+        RolloutError: The format cannot be detected (pass `format`), a mapping is malformed,
+            or a Parquet row group is larger than `max_row_group_bytes`.
     """
     mapping = dict(mapping or {})
     if not mapping and format in (None, "canonical") and not _is_parquet(Path(path)):
@@ -353,7 +421,7 @@ def read_rollouts(
     shape: Callable[[Row, int], list[dict[str, Any]]] | None = (
         None if format is None else SHAPES[format]
     )
-    for number, size, row, error in rows_of(path):
+    for number, size, row, error in rows_of(path, max_row_group_bytes=max_row_group_bytes):
         if shape is None and row is not None:
             shape = SHAPES[detect_format(row)]
         yield from _items(number, size, row, error, shape or _canonical, mapping)

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from referee.verifiers.patterns import compile_pattern
 
-__all__ = ["JsonExtract", "ParsedJson", "parse_json"]
+__all__ = ["JsonExtract", "ParsedJson", "json_values", "parse_json"]
 
 # On RE2: with `re`, a text of many unclosed fences takes quadratic time.
 _FENCE = compile_pattern(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
@@ -153,6 +153,33 @@ def _parse_first(text: str) -> ParsedJson:
         tries += 1
         pos = start + 1
     return ParsedJson(False, error=first_error)
+
+
+def json_values(text: str, *, max_tries: int = _MAX_FIRST_TRIES) -> list[Any]:
+    """Every JSON object or array in `text`, in order, strictly parsed; none inside another.
+
+    The scan goes on after each value found, so a reader can tell a text that holds one value
+    from one that quotes others before it (a judge's reply that repeats an injected verdict
+    before its own). Bounded like ``first``: at most `max_tries` failed starts.
+    """
+    found: list[Any] = []
+    failures = 0
+    pos = 0
+    while failures < max_tries:
+        brace, bracket = text.find("{", pos), text.find("[", pos)
+        candidates = [p for p in (brace, bracket) if p >= 0]
+        if not candidates:
+            break
+        start = min(candidates)
+        try:
+            value, end, _ = _decode(text, start)
+        except _StrictJsonError:
+            failures += 1
+            pos = start + 1
+            continue
+        found.append(value)
+        pos = end
+    return found
 
 
 @functools.lru_cache(maxsize=1024)

@@ -14,6 +14,16 @@ Two things differ from a plain `jsonschema` validator, both for hostile instance
   integers it cannot convert).
 - ``pattern`` and ``patternProperties`` run through `referee.verifiers.patterns` (RE2, or a
   time limit), so a schema's regex cannot hang on what the model wrote.
+
+Nothing is fetched and no file is opened because a schema says so: a schema may come from data
+(a rollout's tool definitions), and a ``$ref`` that reached a URL or a local file would make
+referee fetch it or read the file into its reasons. A ``$ref`` (``$dynamicRef``,
+``$recursiveRef``) must point into the same document (``#...``) or at a JSON Schema
+meta-schema, which both validators have built in; any other is refused by `compile_schema`
+before anything is resolved (`referee.errors.NotApplicable`), and both validators are given a
+retriever that refuses, so nothing reaches the network or the disk even if one slipped through.
+The one exception is the user's own schema file (`compile_schema(..., files=folder)`): its
+relative ``$ref``s to other JSON files under its folder are read once, at compile time.
 """
 
 from __future__ import annotations
@@ -25,12 +35,18 @@ import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 from typing import Any, cast
+from urllib.parse import urldefrag, urljoin, urlsplit
 
 import jsonschema
+import jsonschema_specifications  # type: ignore[import-untyped]
 from jsonschema.exceptions import ValidationError, best_match
 from jsonschema.protocols import Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
 
+from referee.errors import NotApplicable
 from referee.verifiers.patterns import compile_pattern
 
 __all__ = ["CompiledSchema", "compile_schema", "first_error"]
@@ -52,34 +68,144 @@ class CompiledSchema:
     fast: Any | None
 
 
+def _refuse_retrieval(uri: str) -> Any:
+    """jsonschema-rs's retriever: nothing named by a schema is fetched or read."""
+    raise LookupError(f"referee does not retrieve {uri!r}")
+
+
 def _fast_validator(schema: Mapping[str, Any] | bool) -> Any | None:
     if jsonschema_rs is None:
         return None
     try:
         plain = dict(schema) if isinstance(schema, Mapping) else schema
-        return jsonschema_rs.validator_for(plain, validate_formats=False)
-    except Exception:  # a schema it cannot take (a remote $ref, ...): Python alone, then
+        # Its default retriever fetches URLs and reads files (even for an unknown $schema).
+        return jsonschema_rs.validator_for(
+            plain, validate_formats=False, retriever=_refuse_retrieval
+        )
+    except Exception:  # a schema it cannot take (an unknown $schema, ...): Python alone, then
         return None
 
 
-def compile_schema(schema: Mapping[str, Any] | bool) -> CompiledSchema:
+def compile_schema(
+    schema: Mapping[str, Any] | bool, *, files: str | Path | None = None
+) -> CompiledSchema:
     """Validators for `schema`, built once per distinct schema and shared.
 
-    The draft comes from ``$schema``; Draft 2020-12 when the schema does not say.
+    The draft comes from ``$schema``; Draft 2020-12 when the schema does not say. A ``$ref``
+    must point into `schema` itself (``#...``) or at a JSON Schema meta-schema; nothing is
+    fetched or read (see the module docstring).
+
+    Args:
+        schema: The schema. One that comes from data is compiled without `files`.
+        files: The folder of the user's own schema file: relative ``$ref``s to JSON files
+            inside it (``common.json#/$defs/id``) are read now and resolve; one that leaves
+            the folder, or names a URL or an absolute path, is still refused.
 
     Raises:
         jsonschema.exceptions.SchemaError: The schema itself is invalid for its draft.
+        referee.errors.NotApplicable: A ``$ref`` points outside the schema (a URL, a file).
     """
-    key = json.dumps(schema, sort_keys=True, default=str)
+    folder = None if files is None else Path(files).resolve()
+    key = json.dumps([schema, str(folder)], sort_keys=True, default=str)
     compiled = _compiled.get(key)
     if compiled is not None:
         return compiled
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     cls.check_schema(schema)  # type: ignore[arg-type]  # booleans are valid schemas too
-    compiled = CompiledSchema(_hardened(cls)(schema), _fast_validator(schema))
+    loaded = _load_refs(schema, folder)
+    # The meta-schemas, and a retriever that refuses (the plain Registry's): without a
+    # registry of its own, jsonschema fetches any URL a $ref names.
+    registry: Registry[Any] = jsonschema_specifications.REGISTRY
+    if loaded:
+        registry = registry.with_resources(
+            (uri, Resource.from_contents(doc, default_specification=DRAFT202012))
+            for uri, doc in loaded.items()
+        )
+    python = _hardened(cls)(schema, registry=registry)
+    # jsonschema-rs would resolve the relative file names its own way: Python alone then.
+    compiled = CompiledSchema(python, None if loaded else _fast_validator(schema))
     with _lock:
         _compiled.setdefault(key, compiled)
     return compiled
+
+
+# -- $ref: the same document only (or the user's own files) ---------------------------------
+
+_REF_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
+# Values that are data, not subschemas: a "$ref" key inside them is no reference.
+_DATA_KEYS = frozenset({"const", "enum", "default", "examples"})
+_MAX_REF_FILES = 200
+
+
+def _refs(schema: Any) -> Iterator[str]:
+    """Every reference in `schema` (not those inside const/enum/default/examples)."""
+    stack = [schema]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Mapping):
+            for key, value in item.items():
+                if key in _REF_KEYS and isinstance(value, str):
+                    yield value
+                elif key not in _DATA_KEYS:
+                    stack.append(value)
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def _builtin(ref: str) -> bool:
+    """Whether `ref` is in the schema itself or a meta-schema both validators ship."""
+    target = urldefrag(ref).url
+    return not target or target in jsonschema_specifications.REGISTRY
+
+
+def _has_id(schema: Any) -> bool:
+    return isinstance(schema, Mapping) and ("$id" in schema or "id" in schema)
+
+
+def _load_refs(schema: Any, folder: Path | None) -> dict[str, Any]:
+    """The documents `schema`'s relative file references name, by the URI they resolve to.
+
+    Raises:
+        NotApplicable: A reference referee will not resolve, with the way to fix it.
+    """
+    loaded: dict[str, Any] = {}
+    pending = [("", schema)]
+    while pending:
+        base, document = pending.pop()
+        for ref in _refs(document):
+            if _builtin(ref):
+                continue
+            if folder is None or _has_id(document):
+                raise NotApplicable(
+                    f"$ref {ref!r}: referee does not resolve references outside the schema "
+                    "(remote URLs and files are never fetched or read); put the referenced "
+                    "schema under $defs and refer to it as '#/$defs/...'"
+                )
+            uri = urljoin(base, urldefrag(ref).url)
+            if uri in loaded:
+                continue
+            loaded[uri] = _read_ref_file(ref, uri, folder)
+            if len(loaded) > _MAX_REF_FILES:
+                raise NotApplicable(
+                    f"the schema's $refs name more than {_MAX_REF_FILES} files; bundle them"
+                )
+            pending.append((uri, loaded[uri]))
+    return loaded
+
+
+def _read_ref_file(ref: str, uri: str, folder: Path) -> Any:
+    parts = urlsplit(uri)
+    path = (folder / parts.path).resolve()
+    if parts.scheme or parts.netloc or uri.startswith("/") or not path.is_relative_to(folder):
+        raise NotApplicable(
+            f"$ref {ref!r}: a schema file's references resolve only to JSON files under its "
+            f"folder {str(folder)!r} (no URLs, no absolute paths, no '..' out of it); copy "
+            "the referenced schema there or under $defs"
+        )
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise NotApplicable(f"$ref {ref!r}: cannot read {str(path)!r} as JSON: {exc}") from None
 
 
 def first_error(
