@@ -124,13 +124,21 @@ class ToolUse(CheckReward):
     def _compile(
         definitions: Mapping[str, Mapping[str, Any]],
     ) -> dict[str, CompiledSchema | None]:
-        """Tool name -> its compiled argument schema (None: a broken schema, not checked)."""
+        """Tool name -> its compiled argument schema.
+
+        Raises:
+            NotApplicable: A tool's schema does not compile, or refers outside itself (a
+                schema from data is never fetched): its calls could not be checked, and
+                unchecked calls must not be paid as valid ones.
+        """
         out: dict[str, CompiledSchema | None] = {}
         for name, spec in definitions.items():
             try:
                 out[name] = compile_schema(_parameters_schema(spec))
-            except Exception:
-                out[name] = None
+            except Exception as exc:
+                raise NotApplicable(
+                    f"tool {name!r}: its parameters schema cannot be used to check calls: {exc}"
+                ) from None
         return out
 
     def _call_value(self, call: Call, schemas: Mapping[str, CompiledSchema | None],

@@ -25,6 +25,18 @@ def test_a_tool_schemas_remote_ref_is_not_fetched(server: _Counting) -> None:
     [score] = referee.score(referee.load({"type": "tool_use"}), [_tool_use_with_ref(_url(server))])
     assert server.hits == []
     assert SECRET not in (score.reason or "")
+    # and the calls it could not check are not paid as valid ones
+    assert score.value is None
+    assert score.failure is not None and score.failure.type == "not_applicable"
+    assert "get_weather" in score.failure.message
+
+
+def test_a_tool_schema_that_does_not_compile_is_not_applicable() -> None:
+    broken = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": 12}}}]
+    rollout = _tool_use_with_ref("#/nowhere").model_copy(update={"metadata": {"tools": broken}})
+    [score] = referee.score(referee.load({"type": "tool_use"}), [rollout])
+    assert score.value is None
+    assert score.failure is not None and score.failure.type == "not_applicable"
 
 
 def test_a_tool_schemas_file_ref_is_not_read(secret_file: Path) -> None:
@@ -32,3 +44,4 @@ def test_a_tool_schemas_file_ref_is_not_read(secret_file: Path) -> None:
         referee.load({"type": "tool_use"}), [_tool_use_with_ref(secret_file.as_uri())]
     )
     assert SECRET not in repr(score)
+    assert score.value is None
