@@ -15,6 +15,7 @@ from referee._aio import run_sync
 from referee.errors import RolloutError
 from referee.reward import Reward
 from referee.rollouts.jsonl import RowError, RowOk
+from referee.rollouts.output import check_output, open_output, write_output
 from referee.rollouts.readers import Format, read_rollouts
 from referee.rollouts.scored import ScoredRow, row_json
 from referee.rollouts.summary import Summary
@@ -220,11 +221,14 @@ def score_to_path(
 
     Raises:
         RolloutError: `resume` found a partial run of a different input, spec or options.
-        OSError: A file cannot be read or written.
+        OSError: A file cannot be read or written, or `output` (or its partial files) is
+            not a regular file: a symbolic link, a device, a FIFO (`check_output`).
     """
     out = Path(output)
     partial = out.with_name(out.name + ".partial")
     meta_path = out.with_name(out.name + ".partial.json")
+    for path in (out, partial, meta_path):  # each a regular file or new: never a link or device
+        check_output(path)
     fingerprint = _fingerprint(Path(source), spec_text, dict(options or {}))
     run = ScoreRun()
     kept = 0
@@ -238,15 +242,15 @@ def score_to_path(
             )
         kept = _recover(partial, run)
     else:
-        partial.write_bytes(b"")
-        meta_path.write_text(json.dumps(fingerprint))
+        write_output(partial, "")
+        write_output(meta_path, json.dumps(fingerprint))
     rows_iter = iter(rows)
     skipped_bytes = 0
     for row in itertools.islice(rows_iter, kept):
         skipped_bytes += row.size
     if on_progress is not None and skipped_bytes:
         on_progress(skipped_bytes)
-    with open(partial, "a", encoding="utf-8") as stream:
+    with open_output(partial, append=True) as stream:
         run_sync(
             score_rows(
                 rows_iter,
@@ -262,6 +266,7 @@ def score_to_path(
         )
         stream.flush()
         os.fsync(stream.fileno())
+    check_output(out)  # (what a long run's output path holds now)
     partial.replace(out)
     meta_path.unlink(missing_ok=True)
     return run, kept

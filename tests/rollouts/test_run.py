@@ -37,3 +37,25 @@ def test_score_file_reads_as_the_cli_does(tmp_path: Path) -> None:
     assert [r["reward"] for r in ours] == [1.0, 0.0, None]
     assert run.unreadable == 1 and "completion" in ours[2]["failure"]["message"]
     assert ours == theirs
+
+
+def test_score_to_path_never_writes_through_a_link(tmp_path: Path) -> None:
+    # Library callers get the check the CLI makes: no partial file, and no output, through
+    # a symbolic link planted at any of the three paths.
+    import pytest
+
+    from referee.rollouts.jsonl import read_jsonl
+    from referee.rollouts.run import score_to_path
+
+    path = tmp_path / "in.jsonl"
+    write_jsonl(path, [{"id": "a", "completion": "4", "reference": "4"}])
+    outside = tmp_path / "outside.txt"
+    for planted in ("out.jsonl", "out.jsonl.partial", "out.jsonl.partial.json"):
+        outside.write_text("keep me")
+        link = tmp_path / planted
+        link.symlink_to(outside)
+        with pytest.raises(OSError, match="symbolic link"):
+            score_to_path(path, read_jsonl(path), referee.load(SPEC), tmp_path / "out.jsonl",
+                          spec_text="{}")  # fmt: skip
+        assert outside.read_text() == "keep me"
+        link.unlink()
