@@ -92,41 +92,111 @@ def reap() -> None:
             return
 
 
-def wipe(path: str, mode: int) -> str | None:
+def wipe(path: str, mode: int, deadline: float | None = None) -> str | None:
     """Empty the directory `path` and give it `mode` back; None when it is empty, else why not.
 
-    Called once no process of the job is left, so nothing can write while it runs.
+    Called once no process of the job is left, so nothing can write while it runs. The walk
+    holds one directory open at a time and names entries relative to it (`_empty`): no
+    recursion and no path grows with the tree, so a job's 100,000 nested directories, or
+    names that add up past PATH_MAX, are removed like any other. Past `deadline` (a
+    `time.monotonic` value) it stops and reports what is left: a job that made millions of
+    files cannot hold its result back until the host gives up on the worker.
     """
     with contextlib.suppress(OSError):
         if stat.S_IMODE(os.lstat(path).st_mode) != mode:
             os.chmod(path, mode)  # a job that owned the place may have locked it
     try:
-        entries = os.listdir(path)
+        if not os.listdir(path):
+            return None  # (most jobs leave nothing: one call, not a walk)
+        top = os.open(path, _DIR_FLAGS)
     except OSError as exc:
         return f"cannot list {path}: {exc}"
-    if not entries:
-        return None
-    for name in entries:
-        _remove(os.path.join(path, name))
     try:
-        left = os.listdir(path)
+        _empty(top, deadline)
+        left = os.listdir(top)
     except OSError as exc:
-        return f"cannot list {path}: {exc}"
+        return f"cannot empty {path}: {exc}"
+    finally:
+        os.close(top)
     return f"{path} still holds {sorted(left)[:5]}" if left else None
 
 
-def _remove(path: str) -> None:
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _empty(top: int, deadline: float | None) -> None:
+    """Remove what the directory open at `top` holds, depth first, one level open at a time.
+
+    Going down opens a child (never through a symlink: O_NOFOLLOW); going up opens ``..``
+    and checks it is the directory we came from (a process the kill missed could move the
+    tree under us: then we stop, and the caller reports what is left). A directory that
+    cannot be opened or removed is passed over, so the walk always ends.
+    """
+    fd = os.dup(top)
+    st = os.fstat(fd)
+    path: list[tuple[str, int, int]] = []  # (name, inode) walked into, and each parent's inode
+    stuck: set[int] = set()  # inodes of directories passed over
     try:
-        if not stat.S_ISDIR(os.lstat(path).st_mode):
-            os.unlink(path)
-            return
-        with contextlib.suppress(OSError):
-            os.chmod(path, 0o700)  # a directory the job made unreadable (we own it, or are root)
-        for name in os.listdir(path):
-            _remove(os.path.join(path, name))
-        os.rmdir(path)
-    except OSError:
-        pass  # wipe() reports what is left
+        while True:
+            child = _next_directory(fd, stuck, deadline)
+            if child is not None:
+                name, inode = child
+                try:
+                    sub = _open_child(fd, name)
+                except OSError:
+                    stuck.add(inode)
+                    continue
+                path.append((name, inode, st.st_ino))
+                os.close(fd)
+                fd = sub
+                st = os.fstat(fd)
+                continue
+            if not path:
+                return
+            name, inode, parent_inode = path.pop()
+            parent = os.open("..", _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            st = os.fstat(fd)
+            if st.st_ino != parent_inode:
+                raise OSError(f"the tree moved during the clean-up (at {name!r})")
+            try:
+                os.rmdir(name, dir_fd=fd)
+            except OSError:
+                stuck.add(inode)
+    finally:
+        os.close(fd)
+
+
+def _next_directory(fd: int, stuck: set[int], deadline: float | None) -> tuple[str, int] | None:
+    """Unlink the entries of the directory `fd` that are not directories, up to the first one
+    that is (its name and inode, to be walked into), passing over those in `stuck`."""
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            if deadline is not None and time.monotonic() > deadline:
+                raise OSError("out of time: the job left too many files")
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.inode() not in stuck:
+                        return entry.name, entry.inode()
+                    continue
+                os.unlink(entry.name, dir_fd=fd)
+            except OSError:
+                pass  # wipe() reports what is left
+    return None
+
+
+def _open_child(fd: int, name: str) -> int:
+    """Open the directory `name` in `fd`, made ours to empty (a job may have locked it: we
+    own it, or are root)."""
+    try:
+        sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
+    except PermissionError:  # made unreadable
+        os.chmod(name, 0o700, dir_fd=fd)
+        sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
+    with contextlib.suppress(OSError):
+        os.chmod(sub, 0o700)  # made unwritable: its entries could not be unlinked
+    return sub
 
 
 def uid_state(uid: int) -> str:

@@ -17,13 +17,23 @@ import struct
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-MAX_FRAME = 64 << 20
+MAX_FRAME = 64 << 20  # the ceiling of any frame; a channel's own limit is usually far lower
 MAX_DEPTH = 200
 _HEADER = struct.Struct(">I")
+_ERROR_CHARS = 1000  # a served program's error message, as the host keeps it
 
 
 class WireError(Exception):
     """A frame or value that does not follow the protocol."""
+
+
+class FrameTooLarge(WireError):
+    """A frame whose header announces more than its channel's limit (refused unread)."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"reply over {limit} bytes ({size} announced)")
+        self.size = size
+        self.limit = limit
 
 
 def frame_bytes(payload: Any) -> bytes:
@@ -52,10 +62,10 @@ def _read_exact(fd: int, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def read_frame(fd: int) -> Any:
+def read_frame(fd: int, limit: int = MAX_FRAME) -> Any:
     (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size))
-    if size > MAX_FRAME:
-        raise WireError(f"frame of {size} bytes is over the limit")
+    if size > limit:
+        raise FrameTooLarge(size, limit)
     try:
         return json.loads(_read_exact(fd, size).decode("utf-8"))
     except ValueError as exc:
@@ -135,11 +145,51 @@ def decode(value: Any, depth: int = 0) -> Any:
     raise WireError(f"malformed value {value!r}")
 
 
-class Channel:
-    """Frames from a file descriptor, read with a deadline (select + an internal buffer)."""
+def loaded_reply(frame: Any) -> dict[str, Any]:
+    """A serving program's "loaded" frame, rebuilt from its names only.
 
-    def __init__(self, fd: int) -> None:
+    The frame comes from the program's own process (its code can write anything on that
+    pipe), so nothing else in it is kept: a program cannot make its frame say more than
+    "these are my functions". WireError when it is not that frame.
+    """
+    if type(frame) is dict and set(frame) == {"loaded"} and type(frame["loaded"]) is list:
+        names = frame["loaded"]
+        if all(type(name) is str for name in names):
+            return {"loaded": list(names)}
+    raise WireError(f"a malformed load reply {_sample(frame)}")
+
+
+def call_reply(frame: Any) -> dict[str, Any]:
+    """A serving program's reply to one call, rebuilt: ``{"ok": value}`` or ``{"error": str}``.
+
+    As with `loaded_reply`, the program wrote it: any other key (a host error, "dead", a
+    result of the worker's) is dropped by construction, and anything else is a WireError,
+    which its reader makes the program's own failure.
+    """
+    if type(frame) is dict and len(frame) == 1:
+        if "ok" in frame:
+            return {"ok": frame["ok"]}
+        if type(frame.get("error")) is str:
+            return {"error": frame["error"][:_ERROR_CHARS]}
+    raise WireError(f"a malformed call reply {_sample(frame)}")
+
+
+def _sample(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+class Channel:
+    """Frames from a file descriptor, read with a deadline (select + an internal buffer).
+
+    A frame whose header announces more than `limit` bytes is refused (`FrameTooLarge`)
+    before its body is read or stored: the buffer never holds more than a frame under the
+    limit plus one read. The reader sets `limit` to what its peer may honestly send.
+    """
+
+    def __init__(self, fd: int, limit: int = MAX_FRAME) -> None:
         self.fd = fd
+        self.limit = limit
         self.buf = bytearray()
         self.closed = False
 
@@ -149,18 +199,26 @@ class Channel:
         if not chunk:
             self.closed = True
             return False
-        self.buf += chunk
-        if len(self.buf) > MAX_FRAME + _HEADER.size:
-            raise WireError("peer sent more than a frame's worth of data")
+        self.absorb(chunk)
         return True
+
+    def absorb(self, data: bytes) -> None:
+        """Add bytes read elsewhere (a socket's data with its descriptors)."""
+        self.buf += data
+        self._check_header()
+
+    def _check_header(self) -> None:
+        if len(self.buf) >= _HEADER.size:
+            (size,) = _HEADER.unpack_from(self.buf)
+            if size > self.limit:
+                raise FrameTooLarge(size, self.limit)
 
     def pop(self) -> Any:
         """The next complete frame, or None."""
         if len(self.buf) < _HEADER.size:
             return None
-        (size,) = _HEADER.unpack(bytes(self.buf[: _HEADER.size]))
-        if size > MAX_FRAME:
-            raise WireError(f"frame of {size} bytes is over the limit")
+        self._check_header()
+        (size,) = _HEADER.unpack_from(self.buf)
         end = _HEADER.size + size
         if len(self.buf) < end:
             return None

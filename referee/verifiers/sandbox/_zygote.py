@@ -40,6 +40,7 @@ else:  # inside the sandbox referee is not importable: _wire sits beside this fi
 WORK = "/work"  # replaced from argv
 ISOLATED = True  # in namespaces of our own (bubblewrap, unshare, a container); False: the host
 IN_FD, OUT_FD = 10, 11
+JOB_FILES = 256  # a job's RLIMIT_NOFILE
 PLACES: "list[str]" = []  # the shared writable places that exist here (isolated only)
 LIBC: Any = None  # ctypes' libc, loaded only where jobs share our uid (to keep us undumpable)
 _RESET_SIGNALS = (int(signal.SIGINT), int(signal.SIGTERM), int(signal.SIGCHLD))
@@ -91,18 +92,28 @@ def _setup_channels(channel: str | None) -> None:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.connect(channel)
         fd = sock.detach()
-        os.dup2(fd, IN_FD)
-        os.dup2(fd, OUT_FD)
+        # Never inheritable (a job's exec drops them even if its closing of fds missed one);
+        # the job child closes them itself before any of its code runs (`Job._child`).
+        _place(fd, IN_FD)
+        _place(fd, OUT_FD)
         if fd not in (IN_FD, OUT_FD):  # it may already be one of them: then keep it
             os.close(fd)
         SOCK = socket.socket(fileno=os.dup(IN_FD))
     else:
-        os.dup2(0, IN_FD)
-        os.dup2(1, OUT_FD)
+        _place(0, IN_FD)
+        _place(1, OUT_FD)
     null = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1):
         os.dup2(null, fd)
     os.close(null)
+
+
+def _place(fd: int, target: int) -> None:
+    """`fd` at `target` too, not inheritable (dup3 refuses a descriptor onto itself)."""
+    if fd == target:
+        os.set_inheritable(fd, False)
+    else:
+        os.dup2(fd, target, inheritable=False)
 
 
 def _set_dumpable(flag: int) -> None:
@@ -200,7 +211,12 @@ class Job:
             self.pidfd = -1
         self.out_fd, self.err_fd = out_r, err_r
         self.req_fd = req_w
-        self.resp = _wire.Channel(resp_r) if serve else None
+        # The program's own frames: its code can write anything there, so they are capped
+        # at what a reply may be and read as the program's (`_wire.call_reply`).
+        self.resp = _wire.Channel(resp_r, self.reply_limit()) if serve else None
+
+    def reply_limit(self) -> int:
+        return int(self.limits.get("reply_bytes", _wire.MAX_FRAME))
 
     def _child(self, out_w: int, err_w: int, req_r: int, resp_w: int, serve: bool) -> None:
         os.setsid()
@@ -213,6 +229,10 @@ class Job:
             os.dup2(req_r, 3)
             os.dup2(resp_w, 4)
             keep = 5
+        # Every descriptor of ours (the host channel included) is gone before the job's code
+        # runs (ours are all low numbers: each is the lowest free one when it is made, and the
+        # inherited channel was moved to IN_FD/OUT_FD), so what the job writes reaches the host
+        # only through its own pipes.
         os.closerange(keep, 65536)
         kind = self.spec["kind"]
         # _signal, not signal: its enum wrapping made every job copy some 35 pages more.
@@ -228,7 +248,7 @@ class Job:
         resource.setrlimit(resource.RLIMIT_AS, (lim["memory_bytes"], lim["memory_bytes"]))
         resource.setrlimit(resource.RLIMIT_FSIZE, (lim["file_size_bytes"], lim["file_size_bytes"]))
         resource.setrlimit(resource.RLIMIT_NPROC, (lim["processes"], lim["processes"]))
-        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (JOB_FILES, JOB_FILES))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))  # no POSIX queue outlives the job
         os.chdir(self.dir)
@@ -332,21 +352,23 @@ class Job:
         except OSError:
             self.kill()
             return {"error": "the program closed its input", "dead": True}
-        return self.await_frame(call_deadline)
+        return self.await_frame(call_deadline, _wire.call_reply)
 
-    def await_frame(self, deadline: float) -> Any:
-        """The next frame from the serving job, or an error once it dies or time is up."""
+    def await_frame(self, deadline: float, check: Any) -> Any:
+        """The serving job's next frame as `check` rebuilds it (`_wire.loaded_reply`,
+        `_wire.call_reply`), or an error of ours once it dies, breaks the protocol or its
+        time is up. Whatever the job wrote, only `check`'s rebuilt frame reaches the host."""
         if self.resp is None:
             return {"error": "no program is serving", "dead": True}
         resp = self.resp
         while True:
             try:
                 frame = resp.pop()
+                if frame is not None:
+                    return check(frame)
             except _wire.WireError as exc:
                 self.kill()
                 return {"error": f"protocol violation: {exc}", "dead": True}
-            if frame is not None:
-                return frame
             now = time.monotonic()
             if now >= deadline:
                 self.timed_out = True
@@ -355,14 +377,18 @@ class Job:
             if self.output_limited:
                 return {"error": "output limit exceeded", "dead": True}
             ready = self._drain(min(0.05, deadline - now))
-            if resp.fd in ready:
-                resp.feed()
-            if resp.closed or self._reap_child():
-                frame = resp.pop()  # a last frame may have come with the exit
-                if frame is not None:
-                    return frame
+            try:
+                if resp.fd in ready:
+                    resp.feed()
+                if resp.closed or self._reap_child():
+                    frame = resp.pop()  # a last frame may have come with the exit
+                    if frame is not None:
+                        return check(frame)
+                    self.kill()
+                    return {"error": "the program exited", "dead": True}
+            except _wire.WireError as exc:
                 self.kill()
-                return {"error": "the program exited", "dead": True}
+                return {"error": f"protocol violation: {exc}", "dead": True}
 
     def finish(self) -> dict[str, Any]:
         if self.req_fd >= 0:
@@ -415,21 +441,30 @@ class Job:
     def cleanup(self) -> None:
         """Kill what the job left behind and empty every place it could write, before the
         result is sent: when the host hears that a job ended, nothing of it is left."""
-        alive = _scrub.kill_all_others(self.uid, ISOLATED)
         for fd in (self.out_fd, self.err_fd, self.pidfd):
             if fd >= 0:
                 os.close(fd)
+        self.out_fd = self.err_fd = self.pidfd = -1
         if self.resp is not None:
             os.close(self.resp.fd)
-        self.dirty = clean_up_after(self.uid, alive)
+            self.resp = None
+        # Whatever the job left (a tree too deep to walk, a process that will not die), its
+        # result stands: a clean-up that fails says so ("dirty"), and the host replaces us.
+        try:
+            alive = _scrub.kill_all_others(self.uid, ISOLATED)
+            self.dirty = clean_up_after(self.uid, alive)
+        except Exception as exc:
+            self.dirty = f"the clean-up failed: {type(exc).__name__}: {exc}"
 
 
 def clean_up_after(uid: int, alive: "str | None") -> "str | None":
     """Empty the work dir and the shared places, and clear what the kernel keeps for `uid`;
     None when all is as it was, else what is left (the host then replaces this worker)."""
     global UID_STATE
-    left = [alive, _scrub.wipe(WORK, 0o711)]
-    left += [_scrub.wipe(place, 0o1777) for place in PLACES]
+    # Bounded: the host waits only GRACE seconds past a job's time for its result.
+    deadline = time.monotonic() + WIPE_SECONDS
+    left = [alive, _scrub.wipe(WORK, 0o711, deadline)]
+    left += [_scrub.wipe(place, 0o1777, deadline) for place in PLACES]
     if OWN_UID and _scrub.uid_state(uid) != UID_STATE:
         _scrub.clear_uid_state(uid)
         UID_STATE = _scrub.uid_state(uid)
@@ -437,6 +472,7 @@ def clean_up_after(uid: int, alive: "str | None") -> "str | None":
     return "; ".join(problems) or None
 
 
+WIPE_SECONDS = 4.0  # the clean-up's time; what is left then is left to a new worker
 OWN_UID = False  # the job uid's kernel state (IPC objects, keys) is ours to clear
 UID_STATE = ""  # `_scrub.uid_state` when the last job ended clean
 
@@ -507,8 +543,21 @@ def _serve(module: dict[str, Any]) -> None:
         _wire.write_frame(4, reply)
 
 
+def _check_host_limits() -> None:
+    """Refuse to start (the host then reports a sandbox failure) where a job could not get its
+    limits: a job whose setup fails would otherwise look like a program that failed."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < JOB_FILES:
+        sys.stderr.write(
+            f"referee sandbox: the open-files limit ({hard}) is below the {JOB_FILES} each job "
+            "gets; raise it (ulimit -n) where referee is started\n"
+        )
+        sys.exit(1)
+
+
 def main() -> None:
     global WORK, ISOLATED, OWN_UID, UID_STATE
+    _check_host_limits()
     uid = int(sys.argv[1])
     WORK = sys.argv[2]
     ISOLATED = sys.argv[3] == "1"
@@ -565,7 +614,7 @@ def main() -> None:
                 job = Job(msg["job"], uid)
                 job.prepare()
                 job.spawn(serve=True)
-                reply = job.await_frame(job.deadline)
+                reply = job.await_frame(job.deadline, _wire.loaded_reply)
                 serving = job
                 if msg.get("direct") and SOCK is not None and "loaded" in reply:
                     # Hand the host the job's request and response pipes: its calls then go

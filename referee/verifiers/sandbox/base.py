@@ -32,11 +32,16 @@ class Limits:
     Attributes:
         cpu_seconds: CPU time of each process (RLIMIT_CPU).
         wall_seconds: Wall-clock time of the whole job; then it is killed, children included.
-        memory_bytes: Address space of each process (RLIMIT_AS).
+        memory_bytes: Address space of each process (RLIMIT_AS); with `disk_bytes` and 64 MiB,
+            also the memory of the whole worker, every page counted, where it has a cgroup.
         file_size_bytes: Largest file a process may write (RLIMIT_FSIZE).
         disk_bytes: Size of the job's writable work dir and /tmp.
-        processes: Processes the job's user may have at once (RLIMIT_NPROC).
+        processes: Processes the job's user may have at once (RLIMIT_NPROC); plus 8, the
+            tasks of the whole worker, where it has a cgroup.
         output_bytes: stdout and stderr kept, each; more output kills the job.
+        reply_bytes: Largest reply of a served program the host reads (its list of
+            functions, one call's encoded return value); a larger one is refused unread and
+            is the program's failure ("reply over N bytes").
     """
 
     cpu_seconds: float = 10.0
@@ -46,6 +51,7 @@ class Limits:
     disk_bytes: int = 256 << 20
     processes: int = 64
     output_bytes: int = 1 << 20
+    reply_bytes: int = 4 << 20
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -55,6 +61,7 @@ class Limits:
             "file_size_bytes": self.file_size_bytes,
             "processes": self.processes,
             "output_bytes": self.output_bytes,
+            "reply_bytes": self.reply_bytes,
         }
 
 

@@ -133,9 +133,11 @@ class LocalSandbox(WorkerPool):
 
     def _argv(self, slot: int, limits: Limits, uid: int) -> list[str]:
         if self.mode == "bwrap":
-            return bwrap_argv(self.python, uid, self.root, limits.disk_bytes)
+            return bwrap_argv(self.python, uid, self.root, limits.disk_bytes, limits=limits)
         if self.mode == "unshare":
-            return unshare_argv(self.python, uid, self.root, limits.disk_bytes, self._unshare)
+            return unshare_argv(
+                self.python, uid, self.root, limits.disk_bytes, self._unshare, limits=limits
+            )
         if self._tmp is None:
             self._tmp = tempfile.mkdtemp(prefix="referee-sandbox-")
             os.chmod(self._tmp, 0o711)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import base64
+import binascii
 import collections
 import contextlib
+import errno
 import logging
 import os
-import queue
 import select
 import socket
 import subprocess
@@ -28,6 +29,26 @@ logger = logging.getLogger("referee.sandbox")
 
 GRACE = 10.0  # seconds the host waits beyond a job's own limit before giving up on a worker
 _PIPELINE_BYTES = 32 << 10  # pipelined requests stay well inside a pipe's 64 KiB buffer
+# What the host runs out of, not the job: under these a job's result would be a lie.
+_HOST_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+
+
+def _host_fault(exc: OSError) -> SandboxError | None:
+    """The SandboxError for an error of the host's own resources (None: another error)."""
+    if exc.errno not in _HOST_ERRNOS:
+        return None
+    return SandboxError(
+        f"the host process ran out of resources while running a sandbox job ({exc}); raise "
+        "its limit on open files (ulimit -n) or run fewer sandbox workers"
+    )
+
+
+def _frame_limit(limits: Limits) -> int:
+    """The largest frame a worker honestly sends the host for a job under `limits`: a result
+    with both streams at their limit (base64), or a served program's reply, and room for the
+    fields around them. A larger one is refused unread."""
+    streams = 2 * 4 * ((limits.output_bytes + 2) // 3)
+    return streams + limits.reply_bytes + (64 << 10)
 
 
 class Worker(ABC):
@@ -75,7 +96,7 @@ class Worker(ABC):
         while True:
             frame = self.out.pop()
             if frame is not None:
-                return frame  # type: ignore[no-any-return]
+                return _a_reply(frame)
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError(f"no reply from the sandbox worker within {timeout:.0f}s")
@@ -84,27 +105,36 @@ class Worker(ABC):
                 raise EOFError("the sandbox worker exited")
 
     def receive_with_fds(self, timeout: float) -> tuple[dict[str, Any], list[int]]:
-        """Like `receive`, keeping file descriptors that come with the frame."""
+        """Like `receive`, keeping file descriptors that come with the frame.
+
+        Raises SandboxError when descriptors were sent but this process could not take them
+        (it is out of file descriptors: the kernel drops them).
+        """
         if self.sock is None:
             return self.receive(timeout), []
         fds: list[int] = []
-        deadline = time.monotonic() + timeout
-        while True:
-            frame = self.out.pop()
-            if frame is not None:
-                return frame, fds
-            left = deadline - time.monotonic()
-            if left <= 0:
-                for fd in fds:
-                    os.close(fd)
-                raise TimeoutError(f"no reply from the sandbox worker within {timeout:.0f}s")
-            ready, _, _ = select.select([self.sock], [], [], left)
-            if ready:
-                data, more, _, _ = socket.recv_fds(self.sock, 1 << 20, 4)
-                fds += more
-                if not data:
-                    raise EOFError("the sandbox worker exited")
-                self.out.buf += data
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                frame = self.out.pop()
+                if frame is not None:
+                    return _a_reply(frame), fds
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"no reply from the sandbox worker within {timeout:.0f}s")
+                ready, _, _ = select.select([self.sock], [], [], left)
+                if ready:
+                    data, more, flags, _ = socket.recv_fds(self.sock, 1 << 20, 4)
+                    fds += more
+                    if flags & socket.MSG_CTRUNC:
+                        raise OSError(errno.EMFILE, "descriptors from the sandbox were dropped")
+                    if not data:
+                        raise EOFError("the sandbox worker exited")
+                    self.out.absorb(data)
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
 
     @abstractmethod
     def close(self) -> None:
@@ -120,7 +150,11 @@ class ProcessWorker(Worker):
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker
         # A socketpair rather than stdin/stdout pipes: a socket can hand the host the pipes of
         # a served program, so calls skip the relay through the zygote.
-        ours, theirs = socket.socketpair()
+        try:
+            ours, theirs = socket.socketpair()
+        except OSError:
+            self.log.close()
+            raise
         try:
             self.proc = subprocess.Popen(
                 [*argv, f"fd:{theirs.fileno()}"],
@@ -132,7 +166,10 @@ class ProcessWorker(Worker):
             )
         except OSError as exc:
             ours.close()
-            raise SandboxError(f"cannot start the sandbox worker: {exc}") from None
+            self.log.close()
+            raise _host_fault(exc) or SandboxError(
+                f"cannot start the sandbox worker: {exc}"
+            ) from None
         finally:
             theirs.close()
         self.sock = ours
@@ -210,18 +247,36 @@ def _job_wire(job: Job, kind: str) -> dict[str, Any]:
     return spec
 
 
+def _a_reply(frame: Any) -> dict[str, Any]:
+    if type(frame) is not dict:
+        raise _wire.WireError(f"a reply that is not an object: {type(frame).__name__}")
+    return frame
+
+
 def _result(reply: dict[str, Any]) -> RunResult:
-    return RunResult(
-        exit_code=reply["exit_code"],
-        signal=reply["signal"],
-        timed_out=reply["timed_out"],
-        output_limited=reply["output_limited"],
-        stdout=base64.b64decode(reply["stdout"]),
-        stderr=base64.b64decode(reply["stderr"]),
-        stdout_truncated=reply["stdout_truncated"],
-        stderr_truncated=reply["stderr_truncated"],
-        wall_time=reply["wall_time"],
-    )
+    """The result in a worker's reply. Raises WireError when it is not one."""
+    try:
+        return RunResult(
+            exit_code=_maybe(int, reply["exit_code"]),
+            signal=_maybe(int, reply["signal"]),
+            timed_out=bool(reply["timed_out"]),
+            output_limited=bool(reply["output_limited"]),
+            stdout=base64.b64decode(reply["stdout"], validate=True),
+            stderr=base64.b64decode(reply["stderr"], validate=True),
+            stdout_truncated=bool(reply["stdout_truncated"]),
+            stderr_truncated=bool(reply["stderr_truncated"]),
+            wall_time=float(reply["wall_time"]),
+        )
+    except (KeyError, TypeError, ValueError, binascii.Error) as exc:
+        raise _wire.WireError(f"a malformed result ({type(exc).__name__}: {exc})") from None
+
+
+def _maybe(kind: type[int], value: Any) -> int | None:
+    if value is None:
+        return None
+    if type(value) is not kind:
+        raise TypeError(f"{value!r} is not an {kind.__name__}")
+    return value
 
 
 def _dirty(reply: dict[str, Any]) -> bool:
@@ -264,8 +319,11 @@ class WorkerPool(ABC):
         self.size = size
         self.recycle_after = recycle_after
         self.recycle_on_anomaly = recycle_on_anomaly
-        self._idle: queue.LifoQueue[Worker] = queue.LifoQueue()
-        self._lock = threading.Lock()
+        # A caller waits for either an idle worker or a free slot to start one in; both are
+        # handed over under this one condition, so a slot freed by a retiring worker (or by a
+        # worker that failed to start) wakes a waiter as an idle worker does.
+        self._free = threading.Condition(threading.Lock())
+        self._idle: list[Worker] = []  # last in, first out: a warm worker is reused first
         self._slots = list(range(size))
 
     @abstractmethod
@@ -286,36 +344,51 @@ class WorkerPool(ABC):
         return worker
 
     def _checkout(self, limits: Limits) -> Worker:
-        try:
-            return self._idle.get_nowait()
-        except queue.Empty:
-            pass
-        with self._lock:
-            slot = self._slots.pop() if self._slots else None
-        if slot is None:
-            return self._idle.get()
+        """An idle worker, or a new one in a free slot; waits while there is neither.
+
+        Raises SandboxError when a worker cannot be started (its slot is free again).
+        """
+        with self._free:
+            while not self._idle and not self._slots:
+                self._free.wait()
+            if self._idle:
+                return self._idle.pop()
+            slot = self._slots.pop()
         try:
             return self._spawn(slot, limits)
-        except SandboxError:
-            with self._lock:
-                self._slots.append(slot)
+        except BaseException as exc:
+            self._give_slot(slot)
+            if isinstance(exc, OSError):
+                raise _host_fault(exc) or SandboxError(
+                    f"cannot start a sandbox worker: {exc}"
+                ) from None
+            if isinstance(exc, RuntimeError):  # (`claim_uid`: every sandbox uid is held)
+                raise SandboxError(f"cannot start a sandbox worker: {exc}") from None
             raise
+
+    def _give_slot(self, slot: int) -> None:
+        with self._free:
+            self._slots.append(slot)
+            self._free.notify()
 
     def _checkin(self, worker: Worker, broken: bool) -> None:
         worker.jobs += 1
         worn = self.recycle_after is not None and worker.jobs >= self.recycle_after
         if broken or worn:
-            worker.retire()
-            with self._lock:
-                self._slots.append(worker.slot)
+            try:
+                worker.retire()
+            finally:
+                self._give_slot(worker.slot)
         else:
-            self._idle.put(worker)
+            with self._free:
+                self._idle.append(worker)
+                self._free.notify()
 
     def zygote_pids(self) -> list[int]:
         """Host pids of the idle workers' zygotes, for diagnostics: a worker's CPU time and
         memory (``/proc/PID/stat``), and, as root, its files (``/proc/PID/root``)."""
-        with self._idle.mutex:
-            idle = list(self._idle.queue)
+        with self._free:
+            idle = list(self._idle)
         return [pid for pid in (worker.pid() for worker in idle) if pid is not None]
 
     def _anomalous(self, result: RunResult) -> bool:
@@ -332,6 +405,7 @@ class WorkerPool(ABC):
         kind = "python" if job.source is not None else "exec"
         broken = True
         try:
+            worker.out.limit = _frame_limit(job.limits)
             reply = worker.request(
                 {"op": "run", "job": _job_wire(job, kind)},
                 timeout=job.limits.wall_seconds + GRACE,
@@ -341,9 +415,18 @@ class WorkerPool(ABC):
             result = _result(reply)
             broken = self._anomalous(result) or _dirty(reply)
             return result
-        except (EOFError, OSError) as exc:
+        except OSError as exc:
+            fault = _host_fault(exc)
+            if fault is not None:
+                raise fault from None
             return _worker_died(started, str(exc))
-        except (TimeoutError, _wire.WireError) as exc:
+        except EOFError as exc:
+            return _worker_died(started, str(exc))
+        except _wire.WireError as exc:
+            # Only what ran there could make its worker say too much or something else: the
+            # job's failure (its worker is replaced), never a sandbox failure it could forge.
+            return _worker_died(started, f"its reply broke the protocol: {exc}")
+        except TimeoutError as exc:
             raise SandboxError(f"the sandbox worker stopped answering: {exc}") from None
         finally:
             self._checkin(worker, broken)
@@ -358,13 +441,14 @@ class WorkerPool(ABC):
     def close(self) -> None:
         """Stop every idle worker (busy ones stop when their job ends)."""
         while True:
+            with self._free:
+                if not self._idle:
+                    break
+                worker = self._idle.pop()
             try:
-                worker = self._idle.get_nowait()
-            except queue.Empty:
-                break
-            worker.retire()
-            with self._lock:
-                self._slots.append(worker.slot)
+                worker.retire()
+            finally:
+                self._give_slot(worker.slot)
 
 
 class _Session:
@@ -379,6 +463,7 @@ class _Session:
         self._limits = job.limits
         self._call_timeout = call_timeout
         self._dead: str | None = None
+        self._broken = False  # the program broke the protocol: its worker is replaced
         self._result: RunResult | None = None
         self._names: list[str] | None = None
         # Direct: the zygote hands us the program's call pipes (over a socket channel).
@@ -386,6 +471,7 @@ class _Session:
         self._req_fd = -1
         self._resp: _wire.Channel | None = None
         self._queue: collections.deque[bytes] = collections.deque()  # pipelined, unanswered
+        worker.out.limit = _frame_limit(job.limits)
         # Sent now, answered when first needed: the caller can prepare while the program loads.
         self._send({"op": "start", "job": _job_wire(job, "python"), "direct": self._direct})
 
@@ -426,9 +512,16 @@ class _Session:
                 reply, fds = worker.receive(timeout), []
         except (EOFError, OSError) as exc:
             self._release(broken=True)
+            fault = _host_fault(exc) if isinstance(exc, OSError) else None
+            if fault is not None:
+                raise fault from None
             self._result = _worker_died(self._started, str(exc))
             return {"error": f"the program took its worker down: {exc}", "dead": True}, []
-        except (TimeoutError, _wire.WireError) as exc:
+        except _wire.WireError as exc:  # (see `run`: the program's failure, never ours)
+            self._release(broken=True)
+            self._result = _worker_died(self._started, f"its reply broke the protocol: {exc}")
+            return {"error": f"protocol violation: {exc}", "dead": True}, []
+        except TimeoutError as exc:
             self._release(broken=True)
             raise SandboxError(f"the sandbox worker stopped answering: {exc}") from None
         if reply.get("worker_error"):
@@ -439,10 +532,19 @@ class _Session:
     def _receive_loaded(self) -> dict[str, Any]:
         reply, fds = self._receive(with_fds=self._direct)
         if len(fds) == 2:
-            self._req_fd, self._resp = fds[0], _wire.Channel(fds[1])
-        else:
-            for fd in fds:
-                os.close(fd)
+            # The program's own pipe: what comes on it is capped and read as the program's.
+            self._req_fd, self._resp = fds[0], _wire.Channel(fds[1], self._limits.reply_bytes)
+            return reply
+        for fd in fds:
+            os.close(fd)
+        if self._direct and "loaded" in reply:
+            # The zygote sends "loaded" with the pipes attached and lets go of them: without
+            # them no call can reach the program (not its fault).
+            self._release(broken=True)
+            raise SandboxError(
+                f"the sandbox worker sent {len(fds)} of the program's 2 pipes; is this process "
+                "out of file descriptors (ulimit -n)?"
+            )
         return reply
 
     def pipeline(self, fn: str, calls: list[tuple[list[Any], dict[str, Any]]]) -> int:
@@ -511,16 +613,17 @@ class _Session:
         while True:
             try:
                 frame = self._resp.pop()
+                if frame is not None:
+                    return _wire.call_reply(frame)  # rebuilt: only "ok" or "error" survive
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return {"error": "timed out", "dead": True}
+                ready, _, _ = select.select([self._resp.fd], [], [], left)
+                if ready and not self._resp.feed():
+                    return {"error": "the program exited", "dead": True}
             except _wire.WireError as exc:
+                self._broken = True  # its pipe may hold the rest of a frame: never reuse
                 return {"error": f"protocol violation: {exc}", "dead": True}
-            if frame is not None:
-                return frame  # type: ignore[no-any-return]
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return {"error": "timed out", "dead": True}
-            ready, _, _ = select.select([self._resp.fd], [], [], left)
-            if ready and not self._resp.feed():
-                return {"error": "the program exited", "dead": True}
 
     def _close_direct(self) -> None:
         if self._req_fd >= 0:
@@ -571,13 +674,18 @@ class _Session:
         self._close_direct()  # the program sees its input close and exits
         if self._result is None:
             reply = self._request({"op": "finish"})
+            try:
+                result = (
+                    _result(reply)
+                    if "exit_code" in reply
+                    else _worker_died(self._started, str(reply.get("error")))
+                )
+            except _wire.WireError as exc:
+                self._broken = True
+                result = _worker_died(self._started, f"its reply broke the protocol: {exc}")
             if self._worker is not None:
-                self._release(broken=_dirty(reply))
-            self._result = (
-                _result(reply)
-                if "exit_code" in reply
-                else _worker_died(self._started, str(reply.get("error")))
-            )
+                self._release(broken=_dirty(reply) or self._broken)
+            self._result = result
         return self._result
 
     def __enter__(self) -> _Session:

@@ -137,7 +137,10 @@ def test_the_writable_places_are_the_fresh_ones(isolated: WorkerPool) -> None:
     expected = {"/work/job", "/tmp", "/var/tmp", "/dev/shm"}
     # Where the job could write: its work dir (also its HOME), and the three shared places.
     assert {d for d in report["planted"] if "/.local" not in d} == expected
-    assert report["shm"] >= 0  # the kernel objects were made (x86-64: a key too)
+    from referee.verifiers.sandbox import _cgroup
+
+    if _cgroup.problem() is None:  # without a cgroup the seccomp filter refuses shmget
+        assert report["shm"] >= 0  # the kernel objects were made (x86-64: a key too)
     pids = isolated.zygote_pids()  # the idle workers, found from the host
     assert pids and all(b"_zygote.py" in Path(f"/proc/{p}/cmdline").read_bytes() for p in pids)
     assert left_in_places(isolated) == {}  # seen from the host: all empty again
@@ -225,6 +228,6 @@ def test_a_worker_a_job_left_unclean_is_replaced(isolated: WorkerPool) -> None:
             self.worker.retire()
 
     worker = isolated._checkout(LIMITS)
-    isolated._idle.put(Recorder(worker))  # type: ignore[arg-type]
+    isolated._idle.append(Recorder(worker))  # type: ignore[arg-type]
     assert isolated.run(Job(source="print(1)")).stdout == b"1\n"  # the result stands
     assert len(retired) == 1  # and the worker is gone

@@ -229,15 +229,24 @@ def test_shared_memory_pages_count_against_the_memory_limit(box: LocalSandbox) -
     assert box.run(Job(source="print('next')")).stdout == b"next\n"
 
 
-def test_each_worker_runs_in_a_cgroup_of_its_own(box: LocalSandbox) -> None:
+@pytest.mark.parametrize("mode", ["bwrap", "unshare"])
+def test_each_worker_runs_in_a_cgroup_sized_for_its_job(mode: str) -> None:
     if _cgroup.problem() is not None:
         pytest.skip(f"no cgroup per worker here: {_cgroup.problem()}")
-    box.run(Job(source="pass"))
-    (pid,) = box.zygote_pids()
+    box = _box(mode)
+    limits = Limits(memory_bytes=300 << 20, processes=20, disk_bytes=32 << 20)
+    try:
+        box.run(Job(source="pass", limits=limits))  # the worker is started for these
+        (pid,) = box.zygote_pids()
+        _assert_cgroup(pid, limits)
+    finally:
+        box.close()
+
+
+def _assert_cgroup(pid: int, limits: Limits) -> None:
     paths = dict(
         line.split(":", 2)[1:] for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines()
     )
-    limits = Limits()  # what the worker was started for (the first job's limits)
     memory = limits.memory_bytes + limits.disk_bytes + _cgroup.SLACK
     if "" in paths and "memory" not in paths:  # v2
         where = Path("/sys/fs/cgroup") / paths[""].lstrip("/")
