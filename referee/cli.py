@@ -30,6 +30,7 @@ from referee.report.diagnostics import (
 from referee.report.results import Report
 from referee.reward import Reward
 from referee.rollouts.jsonl import RowError, RowOk, read_jsonl, validation_message
+from referee.rollouts.output import check_output, write_output
 from referee.rollouts.readers import FORMATS, Format, parse_mapping, read_rollouts, rows_of
 from referee.rollouts.run import (
     DEFAULT_BATCH_SIZE,
@@ -172,6 +173,10 @@ def score(
                     batch_size=batch_size, concurrency=concurrency, on_progress=advance,
                 )  # fmt: skip
             else:
+                # The run writes OUTPUT.partial and OUTPUT.partial.json, then renames the
+                # first over OUTPUT: none may be a link, a device or a FIFO.
+                for path in _run_files(output):
+                    check_output(path)
                 rows = read_rollouts(rollouts, format=format_, mapping=mapping)
                 run, kept = score_to_path(
                     rollouts, rows, reward, output, spec_text=Path(spec).read_text(),
@@ -199,6 +204,23 @@ def score(
             console.print(f"resumed: {kept} rows kept from the interrupted run")
         if output is not None:
             console.print(f"wrote {run.summary.rows} rows to {output}")
+
+
+def _run_files(output: Path) -> tuple[Path, ...]:
+    """The files `score_to_path` writes for `output`."""
+    return (
+        output,
+        output.with_name(output.name + ".partial"),
+        output.with_name(output.name + ".partial.json"),
+    )
+
+
+def _write(path: Path | str, text: str) -> None:
+    """Write an output file only where a regular file is or nothing is yet."""
+    try:
+        write_output(path, text)
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
 
 
 def _output_rows(items: list[RowOk | RowError], reward: Reward, source: Path) -> list[ScoredRow]:
@@ -316,10 +338,10 @@ def report(
     console = Console()
     _print_report(console, result)
     if json_path is not None:
-        json_path.write_text(result.to_json(indent=2))
+        _write(json_path, result.to_json(indent=2))
         console.print(f"wrote {json_path}")
     if html_path is not None:
-        html_path.write_text(render_html(result, title=f"referee report: {scored.name}"))
+        _write(html_path, render_html(result, title=f"referee report: {scored.name}"))
         console.print(f"wrote {html_path}")
 
 
@@ -450,7 +472,7 @@ def compare(
             table.add_row(flip.id, str(flip.group), _fmt(flip.a), _fmt(flip.b))
         console.print(table)
     if json_path is not None:
-        json_path.write_text(result.to_json(indent=2))
+        _write(json_path, result.to_json(indent=2))
         console.print(f"wrote {json_path}")
 
 
@@ -511,7 +533,7 @@ def probe(
         table.add_row(name, r.kind, str(r.tried), str(r.flagged), *means, status)
     console.print(table)
     if json_path is not None:
-        json_path.write_text(result.to_json(indent=2))
+        _write(json_path, result.to_json(indent=2))
     if result.failed:
         console.print(f"[red]hacks that work: {', '.join(result.failed)}[/red]")
         sys.exit(1)
@@ -616,8 +638,25 @@ def _end_markers(end_marker: tuple[str, ...], tokenizer: str | None, strip: bool
 
 @main.command()
 @click.option("--spec", "-s", required=True, help="Reward spec file (YAML or JSON).")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--host", default="127.0.0.1", show_default=True,
+    help="Address to listen on. Anything but loopback (127.0.0.0/8, ::1, localhost) needs "
+    "a token.",
+)  # fmt: skip
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--token", envvar="REFEREE_SERVE_TOKEN", show_envvar=True, metavar="TOKEN",
+    help="Every request must send 'Authorization: Bearer TOKEN' (or TOKEN as its basic-auth "
+    "password, as in http://referee:TOKEN@host:8000/get_reward); others get 401. Required "
+    "beyond loopback; 16+ printable characters. Prefer the environment variable: an option "
+    "shows in the process list.",
+)  # fmt: skip
+@click.option(
+    "--trust-clients", is_flag=True,
+    help="Serve a spec whose rewards act on the host on what a request's reference says "
+    "(python_tests runs each reference's test code unsandboxed); refused without this flag. "
+    "Only where everyone who can reach the server may run code as its user.",
+)  # fmt: skip
 @click.option(
     "--max-concurrent", default=8, show_default=True, type=click.IntRange(1),
     help="Requests scored at once; more wait their turn.",
@@ -625,6 +664,25 @@ def _end_markers(end_marker: tuple[str, ...], tokenizer: str | None, strip: bool
 @click.option(
     "--max-batch", default=10_000, show_default=True, type=click.IntRange(1),
     help="The most rollouts one request may carry (413 beyond).",
+)  # fmt: skip
+@click.option(
+    "--max-body-mib", default=32.0, show_default=True, type=click.FloatRange(0, min_open=True),
+    help="The most MiB a request body may have, counted decompressed (413 beyond).",
+)  # fmt: skip
+@click.option(
+    "--max-connections", default=1024, show_default=True, type=click.IntRange(1),
+    help="Connections open at once. Past it a new one closes the oldest idle one; with all "
+    "busy with requests, it gets 503.",
+)  # fmt: skip
+@click.option(
+    "--idle-timeout", default=30.0, show_default=True, type=click.FloatRange(0, min_open=True),
+    help="Seconds a connection may stay open without sending a whole request's headers "
+    "(idle keep-alive included) before it is closed.",
+)  # fmt: skip
+@click.option(
+    "--io-timeout", default=60.0, show_default=True, type=click.FloatRange(0, min_open=True),
+    help="Seconds a client has to send a request's body (408 past it), and again to read "
+    "its answer (then its connection is closed).",
 )  # fmt: skip
 @click.option(
     "--failure-value", default=0.0, show_default=True,
@@ -640,15 +698,27 @@ def serve(
     spec: str,
     host: str,
     port: int,
+    token: str | None,
+    trust_clients: bool,
     max_concurrent: int,
     max_batch: int,
+    max_body_mib: float,
+    max_connections: int,
+    idle_timeout: float,
+    io_timeout: float,
     failure_value: float,
     slow_after: float,
     end_marker: tuple[str, ...],
     tokenizer: str | None,
     strip_markers: bool,
 ) -> None:
-    """Serve a reward over HTTP: /score, /get_reward (OpenRLHF) and /health."""
+    """Serve a reward over HTTP: /score, /get_reward (OpenRLHF) and /health.
+
+    Safe to expose: with a token (--token or REFEREE_SERVE_TOKEN, required beyond loopback)
+    every endpoint wants it; a request's body is data, never a spec, an option or a file;
+    a spec that would run what a request's reference carries on the host is refused unless
+    started with --trust-clients; bodies, connections and slow clients are limited.
+    """
     import asyncio
 
     try:
@@ -661,6 +731,8 @@ def serve(
 
     def ready(url: str) -> None:
         err.print(f"referee: serving {reward.name!r} on {url} (Ctrl-C or SIGTERM to stop)")
+        if trust_clients:
+            err.print("referee: --trust-clients: requests' references are trusted", markup=False)
         if end_marker or tokenizer:
             err.print(f"referee: /get_reward strips {markers.describe()}", markup=False,
                       soft_wrap=True)  # fmt: skip
@@ -676,8 +748,14 @@ def serve(
                 reward,
                 host=host,
                 port=port,
+                token=token,
+                trust_clients=trust_clients,
                 max_batch=max_batch,
                 max_concurrent=max_concurrent,
+                max_body=int(max_body_mib * 1024**2),
+                max_connections=max_connections,
+                idle_timeout=idle_timeout,
+                io_timeout=io_timeout,
                 failure_value=failure_value,
                 slow_after=slow_after,
                 stuck_switch_interval=STUCK_SWITCH_INTERVAL,
@@ -687,6 +765,8 @@ def serve(
         )
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None
+    except ValueError as exc:  # refused before listening: exposure, trust, limits
+        raise click.ClickException(str(exc)) from None
     err.print("referee: stopped")
 
 
@@ -722,10 +802,7 @@ def openrlhf_func(
     reward = _load_spec(spec)  # a spec that does not load fails here, not in the trainer
     text = reward_func_source(spec, end_markers=markers, failure_value=failure_value,
                               written_to=output)  # fmt: skip
-    try:
-        Path(output).write_text(text)
-    except OSError as exc:
-        raise click.ClickException(f"cannot write {output}: {exc}") from None
+    _write(output, text)
     # Plain lines, never wrapped: the last is a command line to copy.
     said = f"referee: wrote {output}: {reward.name!r}, stripping {markers.describe()}"
     click.echo(said, err=True)

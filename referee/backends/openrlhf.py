@@ -9,7 +9,11 @@ exact match accepts: scored as sent, a perfect answer would train as 0.0. Two fo
 named by ``--reward.remote_url`` (0.11's name; ``--remote_rm_url`` in earlier versions):
 
 - ``--reward.remote_url http://host:8000/get_reward``: `referee serve`
-  (`referee.backends.server`). Several URLs, comma-separated, share the load.
+  (`referee.backends.server`). Several URLs, comma-separated, share the load. OpenRLHF's
+  client (a bare ``aiohttp.ClientSession``) sends no headers of its own, but it sends a URL's
+  credentials as basic authentication, which `referee serve` takes as its token:
+  ``http://referee:<token>@host:8000/get_reward`` (a URL-safe token with no comma, since
+  OpenRLHF splits the option on commas).
 - ``--reward.remote_url /abs/path/reward_func.py``: a Python file whose ``reward_func(queries,
   prompts, labels)`` OpenRLHF loads with ``importlib`` (under the module name ``reward_func``)
   and calls in a thread, one sample at a time. ``referee openrlhf-func SPEC -o FILE`` writes
