@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from referee._yaml import safe_load
 from referee.errors import SpecError
 
 __all__ = ["Criterion", "Rubric", "Scale", "available_rubrics", "load_rubric"]
@@ -120,7 +121,7 @@ def load_rubric(name_or_path: str | os.PathLike[str]) -> Rubric:
             )
         path = shipped[text]
     try:
-        data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data: Any = safe_load(path.read_text(encoding="utf-8"), str(path))
     except (OSError, yaml.YAMLError) as exc:
         raise SpecError(f"cannot read the rubric: {exc}", source=str(path)) from None
     try:

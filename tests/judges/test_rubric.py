@@ -107,3 +107,24 @@ def test_cli_list_and_show(tmp_path: Path) -> None:
     )
     missing = runner.invoke(main, ["rubrics", "show", "nope"])
     assert missing.exit_code == 1 and "no such rubric" in missing.output
+
+
+def test_a_billion_laughs_rubric_is_refused_before_it_expands(tmp_path: Path) -> None:
+    import resource
+    import subprocess
+    import sys
+
+    from tests.test_hostile_spec import BILLION_LAUGHS
+
+    rubric = tmp_path / "bomb.yaml"
+    rubric.write_text("task: grade\ncriteria:\n  - name: a\n" + BILLION_LAUGHS)
+    code = "import sys\nfrom referee.judges import load_rubric\nfrom referee import SpecError\n" \
+           "try:\n    load_rubric(sys.argv[1])\nexcept SpecError as e:\n    print(e)\n"  # fmt: skip
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 * 2**30, 2 * 2**30))
+
+    done = subprocess.run([sys.executable, "-c", code, str(rubric)], capture_output=True,
+                          text=True, timeout=120, preexec_fn=cap)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert str(rubric) in done.stdout and "billion laughs" in done.stdout
