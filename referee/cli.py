@@ -25,6 +25,7 @@ from referee.report.diagnostics import (
     ReportRow,
     build_report,
     label_value,
+    missing_lines,
     preference_value,
 )
 from referee.report.results import Report
@@ -148,7 +149,14 @@ def score(
     address: str | None, workers: int | None, quiet: bool,
 ) -> None:  # fmt: skip
     """Score ROLLOUTS (JSONL or Parquet, from referee, verl, TRL or OpenAI chat logs) with a
-    reward spec; one output row per rollout, in order."""
+    reward spec; one output row per rollout, in order.
+
+    Before scoring, the first 1,000 rows are read ahead: where none has what a component
+    needs (a reference), nothing is scored and the command exits with status 2, naming the
+    component, the missing field and the fix (--map reference=COLUMN, or on_failure: omit).
+    """
+    from referee.errors import MissingInput
+
     reward = _load_spec(spec)
     if engine == "ray":
         from referee.backends.distributed import RayReward
@@ -191,6 +199,9 @@ def score(
         # Every batch before the lost one is written to OUTPUT.partial; --resume keeps them.
         where = f"\n  once the cluster is back, the same command with --resume finishes {output}"
         raise click.ClickException(str(exc) + (where if output else "")) from None
+    except MissingInput as exc:  # the input, not the run, is wrong: a usage error's status
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(2)
     except RefereeError as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
@@ -351,6 +362,8 @@ def _print_report(console: Console, result: Report) -> None:
         f"[bold]{result.rows}[/bold] rollouts, {result.failed} without a score; "
         f"mean reward {_fmt(reward.mean)} (std {_fmt(reward.std)})"
     )
+    for line in missing_lines(result):  # a component with no value: say it on the first screen
+        console.print(line, style="yellow", markup=False, highlight=False)
     grpo = result.grpo
     if grpo is not None:
         share = grpo.zero_variance_share

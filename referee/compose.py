@@ -6,19 +6,30 @@ component (dotted for nesting, ``fields.amount``) are reported on the `Score`.
 Components run in declared order, batch by batch. A gate component whose value is below its
 threshold sets the total to `floor` and the components after it are not run for that rollout
 (they are listed in `Score.skipped`), so an expensive judge is never paid to grade invalid JSON.
+A component a gate skipped on purpose is not a failure: it is left out of the total.
 
-A component that gives no value (None, with a Failure) follows the declared `on_none` policy:
+A component that gives no value (None, with a Failure: no reference, a reference of the wrong
+shape, a sandbox or judge failure, a timeout) follows its `on_failure` policy, set per
+component or, as the default of its components, per combination:
 
-- ``"skip"``: leave it out and renormalise the weights of the others (the default);
-- ``"fail"``: the total is None, carrying the component's failure;
-- ``"value"``: count it as `none_value`.
+- ``"fail"`` (the default): the total is None, with a Failure that names the component and
+  says what it missed (``answer: rollout has no reference to compare against``), so a
+  misnamed dataset column can never be paid by the other components alone;
+- ``"omit"``: leave it out and renormalise the weights of the others (an optional judge);
+  the Score's reason says it was omitted, and why;
+- ``"value"``: count it as `failure_value`.
 
-A gate that gives no value cannot decide, so the total fails, unless `on_none` is ``"value"``.
+A gate that gives no value cannot decide, so the total fails, unless its policy is
+``"value"``. In a cascade, a component's None hands the rollout to the next one (its designed
+fall-through); the policy applies to the last, and a cascade in which no component gives a
+value fails. ``on_none`` (``skip`` / ``fail`` / ``value``, with ``none_value``) is the
+deprecated spelling of a combination's ``on_failure`` (``omit`` / ``fail`` / ``value``, with
+``failure_value``).
 
-Every number is finite: a NaN or infinite weight, threshold, floor, scale, offset or clip bound
-is refused when the reward is built, and a total (or a per-step value) that still comes out
-non-finite (an overflow: ``1e308 * 10``) is ``Failure("invalid_value")`` naming the component
-that made it, never a NaN handed to a trainer.
+Every number is finite: a NaN or infinite weight, threshold, floor, failure value, scale,
+offset or clip bound is refused when the reward is built, and a total (or a per-step value)
+that still comes out non-finite (an overflow: ``1e308 * 10``) is ``Failure("invalid_value")``
+naming the component that made it, never a NaN handed to a trainer.
 
 Each component scores under its own deadline. A combination's `timeout` bounds one rollout's
 whole scoring through it (all components must be sync: inline scoring is what it bounds);
@@ -28,20 +39,23 @@ past it, that rollout's total is ``Failure("timeout")``.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeAlias, cast
+from typing import Literal, TypeAlias, cast, get_args
 
 from referee.deadline import check_timeout, each, run
 from referee.errors import VerifierTimeout
-from referee.reward import Part, Reward, RewardBase, SyncReward, is_sync
+from referee.reward import Composite, Part, Reward, RewardBase, SyncReward, is_sync
 from referee.rollout import Rollout
 from referee.score import Failure, Score
 
 __all__ = [
+    "FROM_ON_NONE",
     "CombineMode",
     "Combined",
     "Component",
+    "FailurePolicy",
     "NonePolicy",
     "Transform",
     "cascade",
@@ -65,7 +79,17 @@ CombineMode = Literal["weighted", "mean", "min", "max", "product", "cascade"]
   earlier ones gave none (a cheap check first, an expensive judge as fallback).
 """
 
+FailurePolicy = Literal["fail", "omit", "value"]
+"""What a combination does with a component that gives no value (see the module docstring):
+fail the total (the default), omit the component, or count it as `failure_value`."""
+
 NonePolicy = Literal["skip", "fail", "value"]
+"""Deprecated: the old spelling of a combination's `FailurePolicy` (``skip`` is ``omit``)."""
+
+_POLICIES: tuple[str, ...] = get_args(FailurePolicy)
+_NONE_POLICIES: tuple[str, ...] = get_args(NonePolicy)
+FROM_ON_NONE: dict[str, FailurePolicy] = {"skip": "omit", "fail": "fail", "value": "value"}
+"""``on_none`` -> ``on_failure``: the deprecated policy names and what they are now."""
 
 
 @dataclass(kw_only=True)
@@ -79,6 +103,10 @@ class Component:
         gate: When true, a value below `threshold` stops the rollout here: the total becomes
             the combination's `floor` and later components are skipped.
         threshold: The least value that passes a gate.
+        on_failure: What the combination does where this component gives no value (`fail`,
+            `omit`, `value`); None: the combination's `on_failure`.
+        failure_value: The value counted under ``on_failure: value``; None: the
+            combination's `failure_value`.
     """
 
     name: str
@@ -86,9 +114,29 @@ class Component:
     weight: float = 1.0
     gate: bool = False
     threshold: float = 1.0
+    on_failure: FailurePolicy | None = None
+    failure_value: float | None = None
 
     def __post_init__(self) -> None:
-        _finite(f"component {self.name}", weight=self.weight, threshold=self.threshold)
+        owner = f"component {self.name}"
+        _finite(owner, weight=self.weight, threshold=self.threshold,
+                failure_value=self.failure_value)  # fmt: skip
+        if self.on_failure is not None and self.on_failure not in _POLICIES:
+            raise ValueError(
+                f"{owner}: on_failure must be one of {' | '.join(_POLICIES)}, "
+                f"got {self.on_failure!r}"
+            )
+        if self.gate and self.on_failure == "omit":
+            raise ValueError(
+                f"{owner}: a gate cannot be omitted (with no value it cannot decide, so the "
+                "total fails); give it on_failure='value' with a failure_value to decide on, "
+                "or leave on_failure unset"
+            )
+        if self.failure_value is not None and self.on_failure in ("fail", "omit"):
+            raise ValueError(
+                f"{owner}: failure_value {self.failure_value!r} is counted only under "
+                f"on_failure='value', and on_failure is {self.on_failure!r}; drop one"
+            )
 
 
 def _finite(owner: str, **numbers: float | None) -> None:
@@ -109,19 +157,41 @@ class Combined(RewardBase):
     """A reward computed from named component rewards (see the module docstring).
 
     Attributes:
+        components: The components, in the order they run.
+        mode: How their values become the total (`CombineMode`).
+        on_failure: What to do where a component gives no value, for the components that do
+            not say (`FailurePolicy`; ``fail`` by default).
+        failure_value: The value counted under ``on_failure: value``, for the components that
+            do not say.
+        floor: The total where a gate is not passed.
         timeout: Seconds one rollout may take through the whole combination (None: each
             component is bounded by its own deadline only).
+        on_none: Deprecated: the old spelling of `on_failure` (``skip`` is ``omit``).
+        none_value: Deprecated: the old spelling of `failure_value`.
     """
 
     components: list[Component]
     mode: CombineMode = "weighted"
-    on_none: NonePolicy = "skip"
-    none_value: float = 0.0
+    on_failure: FailurePolicy = "fail"
+    failure_value: float = 0.0
     floor: float = 0.0
     name: str = "combined"
     timeout: float | None = None
+    on_none: NonePolicy | None = None
+    none_value: float | None = None
 
     def __post_init__(self) -> None:
+        if self.on_none is not None or self.none_value is not None:
+            # Called from __init__, called by the user's code: warn there.
+            self.on_failure, self.failure_value = _from_on_none(
+                self.name, self.on_none, self.none_value, self.on_failure, self.failure_value, 4
+            )
+            self.on_none = self.none_value = None
+        if self.on_failure not in _POLICIES:
+            raise ValueError(
+                f"{self.name}: on_failure must be one of {' | '.join(_POLICIES)}, "
+                f"got {self.on_failure!r}"
+            )
         self.timeout = check_timeout(self.timeout, self.name)
         names = [c.name for c in self.components]
         if not names:
@@ -129,7 +199,7 @@ class Combined(RewardBase):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"{self.name}: component names must be unique, repeated: {dupes}")
-        _finite(self.name, none_value=self.none_value, floor=self.floor)
+        _finite(self.name, failure_value=self.failure_value, floor=self.floor)
         self._total_weight = sum(c.weight for c in self.components)
         _finite(self.name, **{"the sum of the weights": self._total_weight})
         self._sync = all(is_sync(c.reward) for c in self.components)
@@ -151,7 +221,26 @@ class Combined(RewardBase):
             )
 
     def children(self) -> Sequence[Part]:
-        return [Part(c.name, c.reward, c.weight, reported=True) for c in self.components]
+        return [
+            Part(c.name, c.reward, c.weight, reported=True, required=self._required(c))
+            for c in self.components
+        ]
+
+    def policy(self, comp: Component) -> tuple[FailurePolicy, float]:
+        """`comp`'s failure policy and failure value: its own, else the combination's."""
+        value = self.failure_value if comp.failure_value is None else comp.failure_value
+        return comp.on_failure or self.on_failure, value
+
+    def _falls_through(self, comp: Component) -> bool:
+        """Whether a None from `comp` hands the rollout on: a cascade's, but the last's."""
+        return self.mode == "cascade" and not comp.gate and comp is not self.components[-1]
+
+    def _required(self, comp: Component) -> bool:
+        """Whether the total fails where `comp` gives no value (`Part.required`)."""
+        if self._falls_through(comp):
+            return False
+        policy = self.policy(comp)[0]
+        return policy != "value" and (comp.gate or policy == "fail")
 
     @property
     def is_sync(self) -> bool:
@@ -229,11 +318,12 @@ class Combined(RewardBase):
         """Whether this component's score ends the evaluation of its rollout."""
         value = s.value
         if value is None:
-            if self.on_none == "value":
-                value = self.none_value
-            else:
+            if self._falls_through(comp):
+                return False
+            policy, value = self.policy(comp)
+            if policy != "value":
                 # A gate that cannot decide fails the total, as does any None under "fail".
-                return comp.gate or self.on_none == "fail"
+                return comp.gate or policy == "fail"
         if comp.gate and value < comp.threshold:
             return True
         return self.mode == "cascade"
@@ -246,6 +336,8 @@ class Combined(RewardBase):
         weighs = self.mode == "weighted" or self.mode == "mean"
         total = present = 0.0  # weighted / mean
         values: list[float] = []  # min / max / product / cascade
+        omitted: list[str] = []  # no value, left out under "omit"
+        valued: list[tuple[str, float]] = []  # no value, counted as their failure_value
         for comp in self.components:
             s = per.get(comp.name)
             if s is None:
@@ -260,9 +352,13 @@ class Combined(RewardBase):
             if s.cost is not None:
                 cost = (cost or 0.0) + s.cost
             if value is None:
-                if self.on_none != "value":
+                if self._falls_through(comp):
                     continue
-                value = self.none_value
+                policy, value = self.policy(comp)
+                if policy != "value":
+                    omitted.append(name)
+                    continue
+                valued.append((name, value))
             if not weighs:
                 values.append(value)
             elif comp.weight != 0:
@@ -280,14 +376,18 @@ class Combined(RewardBase):
         result: float | None
         failure: Failure | None = None
         headline: str | None = None
-        if stop is not None and stop[1].value is None and self.on_none != "value":
+        if stop is not None and stop[1].value is None and self.policy(stop[0])[0] != "value":
             comp, s = stop
-            result, failure = None, _wrap_failure(s, comp.name)
+            result, failure = None, _wrap_failure(s, comp)
             headline = f"component {comp.name} failed"
         elif stop is not None and stop[0].gate:
             result, headline = self.floor, f"gate {stop[0].name} not passed"
         elif present if weighs else values:
             result = self._combine(total, present, values)
+            notes = [f"{n} omitted (no value; on_failure: omit)" for n in omitted]
+            notes += [f"{n} counted as {v!r} (no value; on_failure: value)" for n, v in valued]
+            if notes:
+                headline = "; ".join(notes)
             if not math.isfinite(result):
                 culprit = self._culprit(per)
                 message = (
@@ -297,9 +397,16 @@ class Combined(RewardBase):
                 result, failure = None, Failure("invalid_value", message, culprit)
                 headline = f"total not finite (component {culprit})"
         else:
-            name, first = next(iter(per.items()))
-            result, failure = None, _wrap_failure(first, name)
+            # Name the first component that gave no value: the first that ran may have given
+            # one (a gate of weight 0) and cannot be what failed.
+            comp = next(
+                (c for c in self.components if c.name in per and per[c.name].value is None),
+                next(c for c in self.components if c.name in per),
+            )
+            result, failure = None, _wrap_failure(per[comp.name], comp)
             headline = "no component gave a value"
+            if omitted:
+                headline += f" ({', '.join(omitted)} omitted: on_failure: omit)"
         if headline is not None:
             detail = f"{headline} ({detail})" if detail else headline
         steps = self._steps(per, stop)
@@ -388,12 +495,66 @@ class Combined(RewardBase):
         return values[0]  # cascade: the first component that gave a value
 
 
-def _wrap_failure(s: Score, component: str) -> Failure:
-    if s.failure is None:
-        return Failure("no_score", f"component {component} gave no value", component)
+def _wrap_failure(s: Score, comp: Component) -> Failure:
+    """The total's Failure for a component that gave no value: the component's own type and
+    message, prefixed by its name, and `where` naming the component (dotted where the failure
+    came from a component of a nested combination)."""
+    name = comp.name
+    if s.failure is None or s.value is not None:
+        return Failure("no_score", f"component {name} gave no value", name)
+    where = s.failure.where
+    inner = where.split(".", 1)[0] if where else None
+    nested = inner is not None and inner in _reported_names(comp.reward)
     return Failure(
-        s.failure.type, f"{component}: {s.failure.message}", s.failure.where or component
+        s.failure.type, f"{name}: {s.failure.message}", f"{name}.{where}" if nested else name
     )
+
+
+def _reported_names(reward: Reward) -> set[str]:
+    """The component names a reward reports (through transforms), for dotted paths."""
+    names: set[str] = set()
+    if isinstance(reward, Composite):
+        for part in reward.children():
+            if part.reported:
+                names.add(part.name)
+            else:
+                names |= _reported_names(part.reward)
+    return names
+
+
+def _from_on_none(
+    owner: str,
+    on_none: str | None,
+    none_value: float | None,
+    on_failure: FailurePolicy,
+    failure_value: float,
+    stacklevel: int,
+) -> tuple[FailurePolicy, float]:
+    """The (on_failure, failure_value) that the deprecated (on_none, none_value) spell, with
+    a DeprecationWarning at the caller's line."""
+    if on_none is not None and on_none not in _NONE_POLICIES:
+        raise ValueError(
+            f"{owner}: on_none must be one of {' | '.join(_NONE_POLICIES)}, got {on_none!r} "
+            "(on_none is deprecated: use on_failure, one of fail | omit | value)"
+        )
+    if on_none is not None and on_failure != "fail":
+        raise ValueError(
+            f"{owner}: give on_failure={on_failure!r} alone; on_none={on_none!r} is its "
+            "deprecated spelling"
+        )
+    new = [f"on_failure={FROM_ON_NONE[on_none]!r}"] if on_none is not None else []
+    if none_value is not None:
+        new.append(f"failure_value={none_value!r}")
+    old = [f"{k}={v!r}" for k, v in (("on_none", on_none), ("none_value", none_value))
+           if v is not None]  # fmt: skip
+    warnings.warn(
+        f"{owner}: {', '.join(old)} is deprecated; write {', '.join(new)} (the default is now "
+        "on_failure='fail': a component with no value fails the total)",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+    policy = FROM_ON_NONE[on_none] if on_none is not None else on_failure
+    return policy, failure_value if none_value is None else none_value
 
 
 @dataclass(kw_only=True)
@@ -511,15 +672,44 @@ def _components(arg: ComponentsArg) -> list[Component]:
     return out
 
 
+def _policy_args(
+    owner: str,
+    on_failure: FailurePolicy,
+    failure_value: float,
+    on_none: NonePolicy | None,
+    none_value: float | None,
+    stacklevel: int = 4,
+) -> tuple[FailurePolicy, float]:
+    """A constructor's on_failure and failure_value, from the deprecated spelling where given
+    (warning at the constructor's caller, `stacklevel` frames up from the warning)."""
+    if on_none is None and none_value is None:
+        return on_failure, failure_value
+    return _from_on_none(owner, on_none, none_value, on_failure, failure_value, stacklevel)
+
+
 def weighted(
     components: ComponentsArg,
     *,
-    on_none: NonePolicy = "skip",
-    none_value: float = 0.0,
+    on_failure: FailurePolicy = "fail",
+    failure_value: float = 0.0,
     floor: float = 0.0,
     name: str = "weighted",
+    on_none: NonePolicy | None = None,
+    none_value: float | None = None,
 ) -> Combined:
     """Sum of weight * value over named components.
+
+    Args:
+        components: ``{name: reward}``, ``{name: (reward, weight)}``, ``{name: Component}``,
+            or a list of rewards (named by their names) or Components.
+        on_failure: What to do where a component gives no value, for the components that do
+            not say (``fail``: the total fails; ``omit``: left out, the weights of the others
+            renormalised; ``value``: counted as `failure_value`).
+        failure_value: The value counted under ``on_failure="value"``.
+        floor: The total where a gate is not passed.
+        name: The reward's name.
+        on_none: Deprecated spelling of `on_failure` (``skip`` is ``omit``).
+        none_value: Deprecated spelling of `failure_value`.
 
     Example:
         ```python
@@ -528,11 +718,12 @@ def weighted(
         )
         ```
     """
+    policy, value = _policy_args(name, on_failure, failure_value, on_none, none_value)
     return Combined(
         components=_components(components),
         mode="weighted",
-        on_none=on_none,
-        none_value=none_value,
+        on_failure=policy,
+        failure_value=value,
         floor=floor,
         name=name,
     )
@@ -554,42 +745,93 @@ def gate(
 
 
 def _simple(
-    mode: CombineMode, components: ComponentsArg, on_none: NonePolicy, name: str
+    mode: CombineMode,
+    components: ComponentsArg,
+    name: str,
+    on_failure: FailurePolicy,
+    failure_value: float,
+    on_none: NonePolicy | None,
+    none_value: float | None,
 ) -> Combined:
-    return Combined(components=_components(components), mode=mode, on_none=on_none, name=name)
+    policy, value = _policy_args(name, on_failure, failure_value, on_none, none_value, 5)
+    return Combined(
+        components=_components(components),
+        mode=mode,
+        on_failure=policy,
+        failure_value=value,
+        name=name,
+    )
 
 
 def mean(
-    components: ComponentsArg, *, on_none: NonePolicy = "skip", name: str = "mean"
+    components: ComponentsArg,
+    *,
+    on_failure: FailurePolicy = "fail",
+    failure_value: float = 0.0,
+    name: str = "mean",
+    on_none: NonePolicy | None = None,
+    none_value: float | None = None,
 ) -> Combined:
-    """Weighted mean of the components' values."""
-    return _simple("mean", components, on_none, name)
+    """Weighted mean of the components' values (options as `weighted`'s)."""
+    return _simple("mean", components, name, on_failure, failure_value, on_none, none_value)
 
 
 def minimum(
-    components: ComponentsArg, *, on_none: NonePolicy = "skip", name: str = "min"
+    components: ComponentsArg,
+    *,
+    on_failure: FailurePolicy = "fail",
+    failure_value: float = 0.0,
+    name: str = "min",
+    on_none: NonePolicy | None = None,
+    none_value: float | None = None,
 ) -> Combined:
-    """The least of the components' values (every criterion must hold)."""
-    return _simple("min", components, on_none, name)
+    """The least of the components' values: every criterion must hold (options as
+    `weighted`'s)."""
+    return _simple("min", components, name, on_failure, failure_value, on_none, none_value)
 
 
 def maximum(
-    components: ComponentsArg, *, on_none: NonePolicy = "skip", name: str = "max"
+    components: ComponentsArg,
+    *,
+    on_failure: FailurePolicy = "fail",
+    failure_value: float = 0.0,
+    name: str = "max",
+    on_none: NonePolicy | None = None,
+    none_value: float | None = None,
 ) -> Combined:
-    """The greatest of the components' values."""
-    return _simple("max", components, on_none, name)
+    """The greatest of the components' values (options as `weighted`'s)."""
+    return _simple("max", components, name, on_failure, failure_value, on_none, none_value)
 
 
 def product(
-    components: ComponentsArg, *, on_none: NonePolicy = "skip", name: str = "product"
+    components: ComponentsArg,
+    *,
+    on_failure: FailurePolicy = "fail",
+    failure_value: float = 0.0,
+    name: str = "product",
+    on_none: NonePolicy | None = None,
+    none_value: float | None = None,
 ) -> Combined:
-    """The product of the components' values."""
-    return _simple("product", components, on_none, name)
+    """The product of the components' values (options as `weighted`'s)."""
+    return _simple("product", components, name, on_failure, failure_value, on_none, none_value)
 
 
-def cascade(*rewards: Reward, name: str = "cascade") -> Combined:
-    """The first reward that gives a value decides; later ones run only where earlier gave none."""
-    return Combined(components=_components(list(rewards)), mode="cascade", name=name)
+def cascade(
+    *rewards: Reward,
+    on_failure: FailurePolicy = "fail",
+    failure_value: float = 0.0,
+    name: str = "cascade",
+) -> Combined:
+    """The first reward that gives a value decides; later ones run only where earlier gave
+    none. Where none gives a value the total fails, unless `on_failure` (which applies to the
+    last reward: the others' None is the cascade's fall-through) says otherwise."""
+    return Combined(
+        components=_components(list(rewards)),
+        mode="cascade",
+        on_failure=on_failure,
+        failure_value=failure_value,
+        name=name,
+    )
 
 
 def clip(reward: Reward, low: float | None = None, high: float | None = None) -> Transform:

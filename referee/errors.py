@@ -7,6 +7,7 @@ right)::
     RefereeError
     ├── SpecError             a spec file or mapping is wrong: file, key path, found, expected
     ├── RolloutError          a rollout row cannot be read: file, line, what is wrong
+    │   └── MissingInput      no row has what a component needs (a reference): which, and the fix
     ├── RewardError           raised inside a reward; becomes a `Failure` on its `Score` ("error")
     │   ├── NotApplicable     the rollout lacks what the reward needs    ("not_applicable")
     │   ├── VerifierTimeout   a checker ran past its time limit          ("timeout")
@@ -35,6 +36,7 @@ __all__ = [
     "JudgeError",
     "JudgeTimeout",
     "MissingDependency",
+    "MissingInput",
     "ModelLoadError",
     "NotApplicable",
     "ProgramError",
@@ -106,6 +108,28 @@ class RolloutError(RefereeError, ValueError):
         self.message = message
         where = source if line is None else f"{source}:{line}"
         super().__init__(f"{where}: {message}")
+
+
+class MissingInput(RolloutError):
+    """The rollouts lack what a component needs on every row checked: scoring them would fail
+    every rollout (or, where the component may be left out, pay the others alone).
+
+    Attributes:
+        missing: ``(component, need)`` pairs, as `referee.reward.needs` gives them.
+        keys: The keys (columns) the rows do have.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        missing: Sequence[tuple[str, str]] = (),
+        keys: Sequence[str] = (),
+        source: str = "<input>",
+    ) -> None:
+        self.missing = list(missing)
+        self.keys = list(keys)
+        super().__init__(message, source=source)
 
 
 class RewardError(RefereeError):

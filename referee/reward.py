@@ -42,8 +42,13 @@ rewards) keeps that option's meaning, and its deadline is a backstop derived fro
 (`RewardBase.deadline_seconds`); a judge's derives from its client's timeout and retries.
 
 A reward made of rewards (a combination, a transform, `final_answer`) says what it contains
-with `children()`, a sequence of `Part`; `walk`, `needs_groups` and `top_components` answer
-questions about the whole tree from that one method, for built-in and user composites alike.
+with `children()`, a sequence of `Part`; `walk`, `needs_groups`, `needs` and `top_components`
+answer questions about the whole tree from that one method, for built-in and user composites
+alike.
+
+A reward says what it needs of a rollout with `needs()` (a `Need` each: a reference, a group,
+chat messages), so a missing input is caught before scoring (`referee score`, TRL's reward
+functions) instead of failing every rollout, or worse, being left out of every total.
 """
 
 from __future__ import annotations
@@ -53,8 +58,19 @@ import contextlib
 import dataclasses
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from typing import Any, ClassVar, NamedTuple, Protocol, TypeAlias, TypeGuard, runtime_checkable
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import (
+    Any,
+    ClassVar,
+    Literal,
+    NamedTuple,
+    Protocol,
+    TypeAlias,
+    TypeGuard,
+    cast,
+    get_args,
+    runtime_checkable,
+)
 
 from pydantic import ConfigDict
 
@@ -72,6 +88,7 @@ __all__ = [
     "Composite",
     "GroupReward",
     "GroupRewardBase",
+    "Need",
     "Part",
     "Reward",
     "RewardBase",
@@ -82,6 +99,7 @@ __all__ = [
     "gather_bounded",
     "group_indices",
     "is_sync",
+    "needs",
     "needs_groups",
     "reference_powers",
     "score",
@@ -102,6 +120,16 @@ _BACKSTOP_SLACK = 60.0
 
 RewardResult: TypeAlias = Score | float | bool | None
 """What a reward function may return: a Score, a number, a bool (1.0/0.0), or None (no score)."""
+
+Need = Literal["reference", "group", "messages"]
+"""What a reward needs of a rollout to score it (`RewardBase.needs`):
+
+- ``reference``: a `Rollout.reference` (not None): the answer, the fields, the tests;
+- ``group``: a `Rollout.group` shared by the attempts at one prompt (a group reward: with no
+  group every rollout is a group of one, and ranking it says nothing);
+- ``messages``: a completion given as chat messages, not text (a trajectory reward).
+"""
+_NEEDS: frozenset[str] = frozenset(get_args(Need))
 
 
 # --- the protocols -------------------------------------------------------------------------
@@ -157,12 +185,17 @@ class Part(NamedTuple):
         weight: Its weight in the parent's total (1.0 where the parent does not weigh).
         reported: Whether the parent's `Score.components` carries this part's value under
             `name` (a combination's components do; a transform's inner reward does not).
+        required: Whether the parent fails where this part gives no value (a combination's
+            component under ``on_failure: fail``, a gate); False where it leaves the part out
+            or counts a fixed value instead (``omit``, ``value``), or falls through to the
+            next part (a cascade's). `needs` reports only what required parts need.
     """
 
     name: str
     reward: Reward
     weight: float = 1.0
     reported: bool = False
+    required: bool = True
 
 
 @runtime_checkable
@@ -213,6 +246,43 @@ def reference_powers(reward: Reward) -> list[tuple[str, str]]:
         if callable(powers):
             found.extend((getattr(r, "name", type(r).__name__), what) for what in powers())
     return found
+
+
+def needs(reward: Reward, *, optional: bool = False) -> list[tuple[str, Need]]:
+    """What the reward tree needs of a rollout: ``(component, need)`` per reward inside it that
+    declares a `Need` (`RewardBase.needs`; a group reward needs a group), named by its dotted
+    component path (``answer``, ``judge.faithful``), or by the reward's own name at the top.
+
+    Only parts whose parent fails without their value (`Part.required`) count: a component
+    under ``on_failure: omit`` or ``value`` can go without its input. With `optional`, those
+    are listed too.
+
+    Example:
+        ```python
+        referee.reward.needs(referee.load("math.yaml"))  # [("answer", "reference")]
+        ```
+    """
+    found: list[tuple[str, Need]] = []
+
+    def visit(r: Reward, path: str, required: bool) -> None:
+        if required or optional:
+            declared: set[Need] = set()
+            method = getattr(r, "needs", None)
+            if callable(method):
+                declared.update(cast(Need, n) for n in method() if n in _NEEDS)
+            if isinstance(r, GroupReward):
+                declared.add("group")
+            where = path or getattr(r, "name", type(r).__name__)
+            found.extend((where, n) for n in sorted(declared))
+        if isinstance(r, Composite):
+            for part in r.children():
+                sub = path
+                if part.reported:
+                    sub = f"{path}.{part.name}" if path else part.name
+                visit(part.reward, sub, required and getattr(part, "required", True))
+
+    visit(reward, "", True)
+    return list(dict.fromkeys(found))
 
 
 def top_components(reward: Reward) -> list[tuple[str, float]]:
@@ -312,6 +382,14 @@ class RewardBase(ABC):
     def children(self) -> Sequence[Part]:
         """The rewards inside this one (none for a plain reward)."""
         return ()
+
+    def needs(self) -> frozenset[Need]:
+        """What this reward, as configured, needs of a rollout to score it (`Need`): none by
+        default. A reward that compares against ground truth needs ``"reference"``; say so,
+        and `referee score` and TRL's reward functions stop before scoring a dataset where no
+        row has one (see `referee.reward.needs`).
+        """
+        return frozenset()
 
     def reference_powers(self) -> tuple[str, ...]:
         """What this reward, as configured, does on the host with a rollout's reference that
@@ -477,6 +555,10 @@ class GroupRewardBase(RewardBase):
 
     concurrency: int = DEFAULT_CONCURRENCY
 
+    def needs(self) -> frozenset[Need]:
+        """A group: it compares the attempts at one prompt."""
+        return frozenset({"group"})
+
     @abstractmethod
     async def evaluate_group(self, rollouts: Sequence[Rollout]) -> Sequence[RewardResult]:
         """Score the attempts of one group, one result per rollout in order."""
@@ -531,12 +613,28 @@ def score(
     does not subclass referee's bases is bounded here, by its ``deadline_seconds`` or
     ``timeout`` attribute, else `DEFAULT_TIMEOUT`).
 
+    Raises:
+        TypeError: `rollouts` is one Rollout (or a string or a mapping), not an iterable of
+            them: a pydantic model iterates over its fields, and each would fail on its own.
+
     Example:
         ```python
         scores = referee.score(referee.load("spec.yaml"), rollouts)
         ```
     """
+    if isinstance(rollouts, (Rollout, str, bytes, Mapping)):
+        what = "one Rollout" if isinstance(rollouts, Rollout) else type(rollouts).__name__
+        raise TypeError(
+            f"referee.score takes a list of rollouts, got {what}: pass [rollout] "
+            "(or score one with reward.score_sync(rollout))"
+        )
     items = list(rollouts)
+    for item in items[:1]:
+        if not isinstance(item, Rollout):
+            raise TypeError(
+                f"referee.score takes a list of rollouts, got a {type(rollouts).__name__} of "
+                f"{type(item).__name__}: build each with referee.Rollout(...)"
+            )
     if is_sync(reward):
         if isinstance(reward, RewardBase):
             return each(reward.score_sync, items)  # it bounds its own checks

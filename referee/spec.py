@@ -9,11 +9,19 @@ or a combination of named components, each a reward (or a combination) with its 
 
     name: extraction
     combine: weighted            # weighted | mean | min | max | product | cascade
-    on_none: skip                # skip | fail | value (see referee.compose)
+    on_failure: fail             # a component with no value: fail | omit | value
     components:
       valid:  {type: json_schema, schema_file: release.schema.json, weight: 0.2, gate: true}
       fields: {type: field_match, fields: {company: text, amount: {number: {rel_tol: 0.01}}},
                weight: 0.8}
+      judge:  {type: rubric_judge, rubric: helpfulness, weight: 0.1, on_failure: omit}
+
+``on_failure`` (with ``failure_value``) on a combination is the default of its components; on
+a component it is that component's own (see `referee.compose`). On a nested combination it is
+both: the default of its own components, and what its parent does where it gives no value.
+``on_none: skip | fail | value`` (with ``none_value``) is the deprecated spelling of a
+combination's ``on_failure: omit | fail | value`` (with ``failure_value``): it still loads,
+with a `FutureWarning` naming the file, the key and the new spelling.
 
 Any reward or combination may also take ``scale``, ``offset`` and ``clip: [low, high]``, and
 ``timeout``: the seconds one rollout may take through it before it is stopped and scores
@@ -33,7 +41,9 @@ import dataclasses
 import difflib
 import math
 import os
+import re
 import typing
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, get_args
@@ -42,7 +52,16 @@ import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 import referee.rewards  # noqa: F401  (the built-in types register as they are imported)
-from referee.compose import Combined, CombineMode, Component, NonePolicy, Transform
+from referee._yaml import safe_load
+from referee.compose import (
+    FROM_ON_NONE,
+    Combined,
+    CombineMode,
+    Component,
+    FailurePolicy,
+    NonePolicy,
+    Transform,
+)
 from referee.deadline import check_timeout
 from referee.errors import SpecError
 from referee.judges import JudgeOptions
@@ -53,12 +72,14 @@ from referee.reward import _owns_timeout as owns_timeout
 
 __all__ = ["load"]
 
-_COMBINE_KEYS = {"name", "description", "version", "combine", "components", "on_none",
-                 "none_value", "floor", "timeout"}  # fmt: skip
-_COMPONENT_KEYS = {"weight", "gate", "threshold"}
+_COMBINE_KEYS = {"name", "description", "version", "combine", "components", "on_failure",
+                 "failure_value", "on_none", "none_value", "floor", "timeout"}  # fmt: skip
+_POLICY_KEYS = {"on_failure", "failure_value"}
+_COMPONENT_KEYS = {"weight", "gate", "threshold", *_POLICY_KEYS}
 _TRANSFORM_KEYS = {"scale", "offset", "clip"}
 _MODES: tuple[str, ...] = get_args(CombineMode)
-_POLICIES: tuple[str, ...] = get_args(NonePolicy)
+_POLICIES: tuple[str, ...] = get_args(FailurePolicy)
+_NONE_POLICIES: tuple[str, ...] = get_args(NonePolicy)
 
 Path_ = tuple[str | int, ...]
 
@@ -90,7 +111,7 @@ def load(spec: str | os.PathLike[str] | Mapping[str, Any]) -> Reward:
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"cannot read spec file: {exc}", source=source) from None
     try:
-        data = _safe_load(text, source)
+        data = safe_load(text, source)
     except yaml.YAMLError as exc:
         raise SpecError(f"not valid YAML: {exc}", source=source) from None
     if not isinstance(data, Mapping):
@@ -100,67 +121,7 @@ def load(spec: str | os.PathLike[str] | Mapping[str, Any]) -> Reward:
             found=data,
             expected="keys such as 'type' or 'combine' and 'components'",
         )
-    return _Loader(source, path.resolve().parent).reward(data, (), path.stem)
-
-
-_MAX_NODES = 1_000_000
-"""The most YAML nodes a spec may hold once its aliases are expanded. An alias is cheap to
-write and costs nothing to parse, but everything that walks the loaded spec walks the
-expansion: nine lines of nested aliases (a "billion laughs") expand to 10**9 nodes."""
-
-
-def _safe_load(text: str, source: str) -> Any:
-    """`yaml.safe_load`, refusing a document whose aliases expand past `_MAX_NODES` nodes
-    (or refer to themselves) before anything is built from it."""
-    loader = yaml.SafeLoader(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        size = _expanded_size(node)
-        if size > _MAX_NODES or size < 0:
-            how = "refer to themselves" if size < 0 else f"expand to over {_MAX_NODES} nodes"
-            raise SpecError(
-                f"the YAML's aliases (*name) {how} (a 'billion laughs'), more than a spec may "
-                "hold; write the repeated parts out, or refer to a file",
-                source=source,
-            )
-        return loader.construct_document(node)
-    finally:
-        loader.dispose()
-
-
-def _expanded_size(root: yaml.Node) -> int:
-    """How many nodes `root` has with every alias expanded, counted in time linear in the
-    nodes as written (each shared node once); -1 for a node that contains itself."""
-    sizes: dict[int, int] = {}
-    on_path: set[int] = set()
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    while stack:
-        node, children_done = stack.pop()
-        key = id(node)
-        kids: list[yaml.Node] = []
-        if isinstance(node, yaml.SequenceNode):
-            kids = list(node.value)
-        elif isinstance(node, yaml.MappingNode):
-            kids = [part for pair in node.value for part in pair]
-        if children_done:
-            on_path.discard(key)
-            total = 1
-            for kid in kids:
-                total += sizes[id(kid)]
-                if total > _MAX_NODES:
-                    return total  # no need to count further
-            sizes[key] = total
-            continue
-        if key in sizes:
-            continue
-        if key in on_path:
-            return -1  # a recursive alias: endless once expanded
-        on_path.add(key)
-        stack.append((node, True))
-        stack.extend((kid, False) for kid in kids if id(kid) not in sizes)
-    return sizes[id(root)]
+    return _Loader(source, path.resolve().parent, text).reward(data, (), path.stem)
 
 
 def _is_finite(value: float) -> bool:
@@ -228,9 +189,20 @@ def _is_union_tag(part: str | int) -> bool:
 
 
 class _Loader:
-    def __init__(self, source: str, base: Path) -> None:
+    def __init__(self, source: str, base: Path, text: str = "") -> None:
         self.source = source
         self.base = base
+        self.text = text
+        self._warned: dict[str, int] = {}  # deprecated key -> times warned about
+
+    def _line_of(self, key: str) -> int:
+        """The line of the next `key:` in the spec's text not yet warned about (0: unknown):
+        the loader meets combinations in the order they are written."""
+        nth = self._warned.get(key, 0)
+        self._warned[key] = nth + 1
+        pattern = re.compile(rf"""^\s*["']?{key}["']?\s*:""")
+        lines = [i for i, line in enumerate(self.text.splitlines(), 1) if pattern.match(line)]
+        return lines[nth] if nth < len(lines) else 0
 
     def error(
         self, message: str, path: Path_, found: Any = None, expected: str | None = None
@@ -367,14 +339,7 @@ class _Loader:
             raise self.error(
                 "unknown combine mode", (*path, "combine"), found=mode, expected=" | ".join(_MODES)
             )
-        on_none = data.get("on_none", "skip")
-        if on_none not in _POLICIES:
-            raise self.error(
-                "unknown on_none policy",
-                (*path, "on_none"),
-                found=on_none,
-                expected=" | ".join(_POLICIES),
-            )
+        on_failure, failure_value = self.failure_policy(data, path)
         raw = data.get("components")
         if not isinstance(raw, Mapping) or not raw:
             raise self.error(
@@ -388,14 +353,13 @@ class _Loader:
         ]
         timeout = self.timeout(data.get("timeout"), path)
         # Read before the try: a SpecError is a ValueError, and would lose its key path there.
-        none_value = self.number(data, "none_value", 0.0, path)
         floor = self.number(data, "floor", 0.0, path)
         try:
             return Combined(
                 components=components,
                 mode=mode,
-                on_none=on_none,
-                none_value=none_value,
+                on_failure=on_failure or "fail",
+                failure_value=0.0 if failure_value is None else failure_value,
                 floor=floor,
                 name=name,
                 timeout=timeout,
@@ -404,6 +368,63 @@ class _Loader:
             slow = timeout is not None and not all(is_sync(c.reward) for c in components)
             where, found = ((*path, "timeout"), timeout) if slow else (path, None)
             raise self.error(str(exc), where, found=found) from None
+
+    def failure_policy(
+        self, data: Mapping[str, Any], path: Path_
+    ) -> tuple[FailurePolicy | None, float | None]:
+        """A mapping's ``on_failure`` and ``failure_value`` (None where not given), or, on a
+        combination, the deprecated ``on_none`` and ``none_value`` they replace (with a
+        warning naming the file, the key and the new spelling)."""
+        on_failure = data.get("on_failure")
+        if on_failure is not None and on_failure not in _POLICIES:
+            raise self.error(
+                "unknown on_failure policy",
+                (*path, "on_failure"),
+                found=on_failure,
+                expected=" | ".join(_POLICIES),
+            )
+        value = None
+        if "failure_value" in data:
+            value = self.number(data, "failure_value", 0.0, path)
+        old = [k for k in ("on_none", "none_value") if k in data]
+        if not old:
+            return on_failure, value
+        on_none = data.get("on_none")
+        if "on_none" in data and on_none not in _NONE_POLICIES:
+            raise self.error(
+                "unknown on_none policy (on_none is deprecated: write on_failure)",
+                (*path, "on_none"),
+                found=on_none,
+                expected=f"{' | '.join(_NONE_POLICIES)}; better, on_failure: "
+                f"{' | '.join(_POLICIES)}",
+            )
+        for new, was in (("on_failure", "on_none"), ("failure_value", "none_value")):
+            if new in data and was in data:
+                raise self.error(
+                    f"give {new} alone: {was} is its deprecated spelling",
+                    (*path, was),
+                    found=data[was],
+                    expected=f"{new}: ...",
+                )
+        if "on_none" in data:
+            on_failure = FROM_ON_NONE[str(on_none)]
+        if "none_value" in data:
+            value = self.number(data, "none_value", 0.0, path)
+        spelled = [f"on_failure: {on_failure}"] if "on_none" in data else []
+        if "none_value" in data:
+            spelled.append(f"failure_value: {value!r}")
+        where = ".".join(str(p) for p in (*path, old[0]))
+        line = self._line_of(old[0])
+        # Shown by default (a DeprecationWarning is not, outside __main__), at the spec's line.
+        warnings.warn_explicit(
+            f"{self.source}: {where}: {' and '.join(old)} is deprecated; write "
+            f"{', '.join(spelled)} (the same behaviour). Where neither is given, a component "
+            "that gives no value now fails the total (on_failure: fail); it was left out",
+            FutureWarning,
+            filename=self.source,
+            lineno=line,
+        )
+        return on_failure, value
 
     def component(self, key: Any, value: Any, path: Path_) -> Component:
         if not isinstance(key, str) or not key:
@@ -422,14 +443,27 @@ class _Loader:
             raise self.error("gate must be true or false", (*path, "gate"), found=gate)
         weight = self.number(value, "weight", 1.0, path)
         threshold = self.number(value, "threshold", 1.0, path)
-        body = {k: v for k, v in value.items() if k not in _COMPONENT_KEYS}
-        return Component(
-            name=key,
-            reward=self.reward(body, path, key),
-            weight=weight,
-            gate=gate,
-            threshold=threshold,
+        on_failure, failure_value = self.failure_policy(
+            {k: v for k, v in value.items() if k in _POLICY_KEYS}, path
         )
+        body = {k: v for k, v in value.items() if k not in _COMPONENT_KEYS}
+        if "components" in body or "combine" in body:
+            # On a nested combination, on_failure is also the default of its own components.
+            body.update({k: v for k, v in value.items() if k in _POLICY_KEYS})
+        reward = self.reward(body, path, key)
+        try:
+            return Component(
+                name=key,
+                reward=reward,
+                weight=weight,
+                gate=gate,
+                threshold=threshold,
+                on_failure=on_failure,
+                failure_value=failure_value,
+            )
+        except ValueError as exc:
+            where = "on_failure" if on_failure is not None else "failure_value"
+            raise self.error(str(exc), (*path, where), found=value.get(where)) from None
 
     def number(self, data: Mapping[str, Any], key: str, default: float, path: Path_) -> float:
         value = data.get(key, default)

@@ -113,7 +113,13 @@ def hostile_inputs() -> list[tuple[str, bytes, int]]:
             b'{"completion": "{\\"a\\": NaN}", "reference": {"a": Infinity}}\n',
             1,
         ),
-        ("duplicate keys", b'{"completion": "{\\"a\\": 1, \\"a\\": 2}", "completion": "{}"}\n', 1),
+        # (with a reference: a file where no row has one stops before scoring)
+        (
+            "duplicate keys",
+            b'{"completion": "{\\"a\\": 1, \\"a\\": 2}", "completion": "{}",'
+            b' "reference": {"a": 1}}\n',
+            1,
+        ),
         ("empty file", b"", 0),
         ("no trailing newline", row(1, "{}").encode(), 1),
     ]

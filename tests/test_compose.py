@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import math
 import pickle
+import re
 from dataclasses import dataclass, field
 
 import pytest
@@ -65,12 +66,12 @@ def test_gate_threshold() -> None:
 @pytest.mark.parametrize(
     ("policy", "expected_value", "expected_failure"),
     [
-        ("skip", 0.5, None),  # b missing: a's weight renormalised to the whole
+        ("omit", 0.5, None),  # b missing: a's weight renormalised to the whole
         ("fail", None, "timeout"),  # the component's failure type carries through
-        ("value", 0.5 * 0.5 + 0.5 * -1.0, None),  # counted as none_value
+        ("value", 0.5 * 0.5 + 0.5 * -1.0, None),  # counted as failure_value
     ],
 )
-def test_none_policies(
+def test_failure_policies(
     policy: str, expected_value: float | None, expected_failure: str | None
 ) -> None:
     reward = Combined(
@@ -78,13 +79,121 @@ def test_none_policies(
             Component(name="a", reward=Fixed(value=0.5), weight=0.5),
             Component(name="b", reward=Fixed(value=None), weight=0.5),
         ],
-        on_none=policy,  # type: ignore[arg-type]
-        none_value=-1.0,
+        on_failure=policy,  # type: ignore[arg-type]
+        failure_value=-1.0,
     )
     s = one(reward)
     assert s.value == (pytest.approx(expected_value) if expected_value is not None else None)
     assert (s.failure.type if s.failure else None) == expected_failure
     assert s.components["b"] is None
+
+
+@pytest.mark.parametrize(
+    ("on_none", "policy"), [("skip", "omit"), ("fail", "fail"), ("value", "value")]
+)
+def test_on_none_is_the_deprecated_spelling_of_on_failure(on_none: str, policy: str) -> None:
+    parts = {"a": (Fixed(value=0.5), 0.5), "b": (Fixed(value=None), 0.5)}
+    with pytest.warns(DeprecationWarning, match=rf"on_none='{on_none}'.*on_failure='{policy}'"):
+        old = referee.weighted(parts, on_none=on_none, none_value=-1.0)  # type: ignore[arg-type]
+    new = referee.weighted(parts, on_failure=policy, failure_value=-1.0)  # type: ignore[arg-type]
+    assert (old.on_failure, old.failure_value) == (policy, -1.0)
+    assert one(old).value == one(new).value
+    with pytest.warns(DeprecationWarning, match="on_none='skip' is deprecated") as caught:
+        Combined(components=[Component(name="a", reward=Fixed(value=1.0))], on_none="skip")
+    assert caught[0].filename == __file__  # the warning points at the caller's line
+    with pytest.raises(ValueError, match="give on_failure='omit' alone"):
+        referee.mean(parts, on_failure="omit", on_none="fail")
+
+
+def test_a_missing_component_fails_the_total_by_default() -> None:
+    """The fix of the silent pass: a 0.1 bonus was the whole reward where the 0.9 component
+    had no value (its weight renormalised away); now the total fails, naming it."""
+    parts = {"answer": (Fixed(value=None), 0.9), "bonus": (Fixed(value=1.0), 0.1)}
+    s = one(referee.weighted(parts))
+    assert s.value is None and s.failure is not None
+    assert (s.failure.type, s.failure.where) == ("timeout", "answer")
+    assert s.failure.message == "answer: no value"
+    assert s.skipped == ("bonus",)  # stopped there, as under on_none: fail
+
+
+@pytest.mark.parametrize(
+    ("combinator", "kwargs"),
+    [
+        (referee.weighted, {}),
+        (referee.mean, {}),
+        (referee.minimum, {}),
+        (referee.maximum, {}),
+        (referee.product, {}),
+    ],
+)
+def test_every_combinator_fails_by_default(combinator, kwargs) -> None:  # type: ignore[no-untyped-def]
+    s = one(combinator({"a": Fixed(value=None), "b": Fixed(value=1.0, name="b")}, **kwargs))
+    assert s.value is None and s.failure is not None and s.failure.where == "a"
+
+
+def test_a_component_policy_wins_over_the_combination_default() -> None:
+    judge = Component(name="judge", reward=Fixed(value=None), weight=0.5, on_failure="omit")
+    score_ = Component(name="score", reward=Fixed(value=None), weight=0.5,
+                       on_failure="value", failure_value=0.25)  # fmt: skip
+    kept = Component(name="kept", reward=Fixed(value=1.0), weight=1.0)
+    s = one(Combined(components=[judge, score_, kept]))  # the default is "fail"
+    assert s.value == pytest.approx((0.5 * 0.25 + 1.0) * 2.0 / 1.5)  # judge's weight spread
+    assert s.failure is None
+    assert s.reason is not None and s.reason.startswith(
+        "judge omitted (no value; on_failure: omit); score counted as 0.25"
+    )
+    # and the other way round: an omitting combination, one component that must not be missing
+    must = Component(name="must", reward=Fixed(value=None), on_failure="fail")
+    s = one(Combined(components=[must, kept], on_failure="omit"))
+    assert s.value is None and s.failure is not None and s.failure.where == "must"
+
+
+def test_component_policy_options_are_checked() -> None:
+    with pytest.raises(ValueError, match="a gate cannot be omitted"):
+        Component(name="g", reward=Fixed(value=1.0), gate=True, on_failure="omit")
+    with pytest.raises(ValueError, match=r"failure_value 0\.5 is counted only under"):
+        Component(name="c", reward=Fixed(value=1.0), on_failure="omit", failure_value=0.5)
+    with pytest.raises(ValueError, match="failure_value must be a finite number"):
+        Component(name="c", reward=Fixed(value=1.0), failure_value=math.nan)
+    one_of = re.escape("on_failure must be one of fail | omit | value")
+    with pytest.raises(ValueError, match=one_of):
+        Component(name="c", reward=Fixed(value=1.0), on_failure="skip")  # type: ignore[arg-type]
+
+
+def test_a_gate_with_no_value_fails_unless_its_policy_is_value() -> None:
+    def gated(**options: object) -> Combined:
+        return Combined(
+            components=[
+                Component(
+                    name="g",
+                    reward=Fixed(value=None),
+                    weight=0.0,
+                    gate=True,
+                    threshold=0.5,
+                    **options,
+                ),  # type: ignore[arg-type]
+                Component(name="then", reward=Fixed(value=1.0)),
+            ],
+            on_failure="omit",  # a gate ignores "omit": with no value it cannot decide
+            floor=-1.0,
+        )
+
+    s = one(gated())
+    assert s.value is None and s.failure is not None and s.failure.where == "g"
+    assert one(gated(on_failure="value", failure_value=0.0)).value == -1.0  # decided: shut
+    assert one(gated(on_failure="value", failure_value=1.0)).value == 1.0  # decided: open
+
+
+def test_a_cascade_falls_through_and_fails_only_when_none_decides() -> None:
+    first, last = Fixed(value=None, name="first"), Fixed(value=None, name="last")
+    s = one(referee.cascade(first, last))
+    assert s.value is None and s.failure is not None and s.failure.where == "last"
+    assert first.calls == ["r1"] and last.calls == ["r1"]  # "fail" did not stop at the first
+    s = one(referee.cascade(Fixed(value=None, name="a"), Fixed(value=0.3, name="b")))
+    assert s.value == 0.3 and s.failure is None
+    s = one(referee.cascade(Fixed(value=None, name="a"), Fixed(value=None, name="b"),
+                            on_failure="value", failure_value=0.1))  # fmt: skip
+    assert s.value == 0.1 and s.failure is None
 
 
 def test_all_components_failing_fails_the_total() -> None:
@@ -165,8 +274,10 @@ weights = st.floats(0.01, 10)
 
 
 @given(st.lists(st.tuples(values, weights), min_size=1, max_size=6))
-def test_weighted_skip_is_renormalised_sum(parts: list[tuple[float | None, float]]) -> None:
-    reward = referee.weighted({f"c{i}": (Fixed(value=v), w) for i, (v, w) in enumerate(parts)})
+def test_weighted_omit_is_renormalised_sum(parts: list[tuple[float | None, float]]) -> None:
+    reward = referee.weighted(
+        {f"c{i}": (Fixed(value=v), w) for i, (v, w) in enumerate(parts)}, on_failure="omit"
+    )
     s = one(reward)
     present = [(v, w) for v, w in parts if v is not None]
     if not present:
@@ -192,6 +303,7 @@ def test_gates_stop_at_first_failing_gate(
             for i, (r, (_, w, g)) in enumerate(zip(rewards, parts, strict=True))
         ],
         floor=floor,
+        on_failure="omit",  # a non-gate's None is left out: only the gates stop a rollout
     )
     s = one(reward)
     stop = next((i for i, (v, _, g) in enumerate(parts) if g and (v is None or v < 0.0)), None)
@@ -210,11 +322,13 @@ def test_gates_stop_at_first_failing_gate(
 
 @given(st.lists(values, min_size=1, max_size=6))
 def test_fail_policy_fails_iff_any_component_fails(vals: list[float | None]) -> None:
+    # "fail" is the default: nothing to say
     s = one(referee.Combined(
         components=[Component(name=f"c{i}", reward=Fixed(value=v)) for i, v in enumerate(vals)],
-        on_none="fail",
     ))  # fmt: skip
     assert (s.value is None) == (None in vals)
+    if None in vals:  # named: the first component with no value
+        assert s.failure is not None and s.failure.where == f"c{vals.index(None)}"
 
 
 @given(

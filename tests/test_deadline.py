@@ -212,14 +212,17 @@ def test_nested_components_keep_their_own_deadlines(where: str) -> None:
     # The inner combination's 0.3s comes before its component's 5s; "first" overruns only the
     # first component's 0.2s; the other rollouts overrun nothing.
     inner = Combined(components=[Component(name="slow", reward=spin_on_inner)], timeout=0.3)
-    total = referee.weighted({"first": spin_on_first, "inner": inner, "len": JsonValid()})
+    # on_failure="omit": a timed-out component is left out, so the others' values show.
+    total = referee.weighted(
+        {"first": spin_on_first, "inner": inner, "len": JsonValid()}, on_failure="omit"
+    )
     rollouts = [make("{}"), make("first"), make("inner"), make("{}")]
     with no_hang():
         scores = WHERE[where](total, rollouts)
     first, inner_score = scores[1], scores[2]
     assert scores[0].components == {"first": 1.0, "inner": 1.0, "inner.slow": 1.0, "len": 1.0}
     assert first.components["first"] is None and first.components["inner"] == 1.0
-    assert first.value is not None  # "skip": the others still make a total
+    assert first.value is not None  # "omit": the others still make a total
     assert inner_score.components["inner"] is None and inner_score.components["first"] == 1.0
     assert "combined ran past its deadline" in (inner_score.reason or "")
     assert "limit 0.3s" in (inner_score.reason or "")
@@ -243,7 +246,8 @@ def test_a_spec_timeout_on_a_component(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(registry._types, "test_spin", Spin)
     reward = referee.load({
         "components": {
-            "spin": {"type": "test_spin", "timeout": 0.2},
+            # omitted where it times out: the component after it still runs
+            "spin": {"type": "test_spin", "timeout": 0.2, "on_failure": "omit"},
             "valid": {"type": "json_valid", "timeout": 3},
         }
     })  # fmt: skip

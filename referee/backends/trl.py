@@ -23,7 +23,11 @@ How a TRL batch becomes rollouts:
   the batch is gathered first, scored once on the main process and handed back.
 
 A rollout that gets no score reaches TRL as None, which TRL turns into NaN and masks out of
-the group mean. Components and failures are logged through TRL's ``log_metric``:
+the group mean. A dataset with no ``reference`` column (or whichever `reference` names) while a
+component needs one (``math_answer``, ``field_match``, ...; `referee.reward.needs`) is an error
+at the first batch, naming the component and the fix: every rollout would fail, and under
+``on_failure: omit`` the other components would be paid alone. Components and failures are
+logged through TRL's ``log_metric``:
 
 - ``referee/<component>/mean``: the mean over the rollouts where the component ran and gave a
   value. A skipped component (one that did not run because a gate, or a failure, before it
@@ -53,10 +57,11 @@ from pathlib import Path
 from typing import Any
 
 from referee.backends._common import component_value, resolve
-from referee.errors import RolloutError
-from referee.reward import Reward, is_sync, needs_groups, top_components
+from referee.errors import MissingInput, RolloutError
+from referee.reward import Need, Reward, is_sync, needs, needs_groups, top_components
 from referee.reward import score as score_rollouts
 from referee.rollout import Rollout
+from referee.rollouts.needs import REFERENCE_GUESSES, describe_missing, guess_column
 from referee.score import Score
 
 __all__ = ["RewardFuncs", "TRLRewardFunction", "reward_funcs"]
@@ -115,6 +120,28 @@ class _Scorer:
         self.sync = is_sync(self.reward)
         self.grouped = needs_groups(self.reward)
         self.components = [n for n, _ in top_components(self.reward) if n != self.reward.name]
+        # Who needs a reference: those whose failure fails the total, and the others.
+        self.needs_reference = [c for c, n in needs(self.reward) if n == "reference"]
+        self.may_use_reference = [
+            c for c, n in needs(self.reward, optional=True)
+            if n == "reference" and c not in self.needs_reference
+        ]  # fmt: skip
+        if self.reference is None and self.needs_reference:
+            raise self.missing_reference("reward_funcs was given reference=None", [])
+
+    def missing_reference(self, lacking: str, columns: Sequence[str]) -> MissingInput:
+        """The error for a dataset that gives no component its reference."""
+        column = guess_column(columns, REFERENCE_GUESSES) or "<column>"
+        missing: list[tuple[str, Need]] = [(c, "reference") for c in self.needs_reference]
+        message = describe_missing(
+            missing,
+            lacking=lambda _: lacking,
+            fix=lambda _: (
+                f"reward_funcs(..., reference={column!r}) (the column that holds it, or a "
+                f"function of the row; Axolotl: REFEREE_REFERENCE={column})"
+            ),
+        )
+        return MissingInput(f"referee: {message}", missing=missing, keys=columns)
 
     # --- rollouts ---------------------------------------------------------------------------
 
@@ -137,13 +164,18 @@ class _Scorer:
                     f"the dataset has no column {reference_column!r} for the reference; its "
                     f"columns are {sorted(columns)}; pass reference=<column> to reward_funcs"
                 )
-            if set(columns) - {self.group} and not self._warned:
-                # Other columns but no 'reference': the ground truth is likely under another name.
+            if self.needs_reference:
+                # Every rollout would fail (or, omitted, leave the others to pay it alone).
+                lacking = f"the dataset has no 'reference' column (columns: {sorted(columns)})"
+                raise self.missing_reference(lacking, sorted(columns))
+            if self.may_use_reference and not self._warned:
                 import warnings
 
                 warnings.warn(
-                    "referee: the dataset has no 'reference' column, so rewards see no ground "
-                    f"truth (columns: {sorted(columns)}); pass reference=<column> to reward_funcs",
+                    "referee: the dataset has no 'reference' column, so "
+                    f"{', '.join(self.may_use_reference)} (on_failure: omit or value in the "
+                    f"spec) will have no value on any rollout (columns: {sorted(columns)}); "
+                    "pass reference=<column> to reward_funcs",
                     stacklevel=3,
                 )
                 self._warned = True
@@ -375,7 +407,8 @@ def reward_funcs(
     Args:
         reward_or_spec: A `Reward`, or a spec file path or mapping.
         reference: The dataset column that holds the ground truth, or a function of the row
-            (a dict of the row's columns) that returns it.
+            (a dict of the row's columns) that returns it. Where a component needs one and
+            the dataset has no such column, the first call raises `MissingInput`.
         metadata: The dataset columns copied into ``Rollout.metadata``; all others by default.
         group: A dataset column whose value identifies a group; by default the prompt itself.
         per_component: One function per top-level component of a combination, weighted by
@@ -389,6 +422,9 @@ def reward_funcs(
     Returns:
         A list of reward functions, async where the reward waits on something (judges,
         sandboxes), with the matching TRL ``reward_weights`` as its ``weights`` attribute.
+
+    Raises:
+        MissingInput: `reference` is None while a component needs a reference.
     """
     reward = resolve(reward_or_spec)
     scorer = _Scorer(

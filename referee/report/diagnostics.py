@@ -1,7 +1,9 @@
 """Is this reward any good? Diagnostics of a scored set of rollouts, as a `Report`.
 
 - distributions of the total and of every component (summary statistics and histograms);
-- failures by type; judge cost, latency and tokens;
+- failures by type; for each component that gave no value on some rollouts, how many and why
+  (a missing reference shows here first, not as a healthy mean of the others);
+- judge cost, latency and tokens;
 - GRPO signal: the share of groups whose rewards do not vary (the trainer learns nothing from
   them), the spread within groups;
 - reward against completion length (Pearson and Spearman, and points for a scatter plot): a
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +32,7 @@ from referee.report.results import (
     GrpoSignal,
     JudgeUsage,
     LengthCorrelation,
+    Missing,
     Preferences,
     Report,
     Statistic,
@@ -50,10 +54,12 @@ from referee.rollouts.scored import ScoredRow
 __all__ = [
     "AGREEMENT_STATISTICS",
     "LABEL_KEYS",
+    "MISSING_REASONS",
     "PREFERENCE_KEYS",
     "ReportRow",
     "build_report",
     "label_value",
+    "missing_lines",
     "preference_value",
 ]
 
@@ -68,6 +74,10 @@ PREFERENCE_KEYS = ("preferred", "chosen", "human_preferred")
 """Metadata keys read as a human preference (true: the attempt a person preferred in its
 group, false: one they did not) when no `--preference` is given."""
 
+MISSING_REASONS = 5
+"""How many reasons a component's `Missing` lists, most common first."""
+_REASON_CHARS = 160
+
 SCATTER_POINTS = 1500
 BOOTSTRAP_MAX = 2000  # bootstrap on a seeded sample of at most this many pairs
 
@@ -80,6 +90,10 @@ class ReportRow:
     components: Mapping[str, float | None] = field(default_factory=dict)
     failure: str | None = None
     group: str | None = None
+    reason: str | None = None
+    skipped: Sequence[str] = ()
+    failure_where: str | None = None
+    failure_message: str | None = None
     chars: int | None = None
     label: float | None = None
     preferred: bool | None = None
@@ -99,11 +113,16 @@ class ReportRow:
     ) -> ReportRow:
         """What the report needs of a scored output row, with what its rollout adds (the
         completion's length, a human label or preference) where the rollout is known."""
+        failure = scored.failure
         return cls(
             value=scored.reward,
             components=scored.components,
-            failure=None if scored.failure is None else scored.failure.type,
+            failure=None if failure is None else failure.type,
             group=scored.group,
+            reason=scored.reason,
+            skipped=scored.skipped,
+            failure_where=None if failure is None else failure.where,
+            failure_message=None if failure is None else failure.message,
             chars=chars,
             label=label,
             preferred=preferred,
@@ -137,6 +156,58 @@ def _sample(pairs: list[tuple[float, float]], limit: int) -> list[tuple[float, f
     if len(pairs) <= limit:
         return pairs
     return random.Random(0).sample(pairs, limit)
+
+
+def _why(row: ReportRow, name: str, names: Sequence[str]) -> str:
+    """Why component `name` gave no value on `row`: the total's failure where it names the
+    component, else the component's part of the row's reason (``name: why; other: ...``)."""
+    where = row.failure_where
+    if where is not None and (where == name or where.startswith(name + ".")):
+        message = row.failure_message or ""
+        why = message[len(name) + 2 :] if message.startswith(f"{name}: ") else message
+        return _cut(why)
+    reason = row.reason or ""
+    start = re.search(rf"(?:^|; |\()({re.escape(name)}): ", reason)
+    if start is None:
+        return "no reason given"
+    end = len(reason)
+    for other in names:
+        found = re.compile(rf"; {re.escape(other)}: ").search(reason, start.end())
+        if found is not None:
+            end = min(end, found.start())
+    why = reason[start.end() : end]
+    if end == len(reason) and why.count(")") > why.count("("):
+        why = why[: why.rfind(")")]  # the headline's "(...)" around the components' reasons
+    return _cut(why)
+
+
+def _cut(text: str) -> str:
+    text = text.strip() or "no reason given"
+    return text if len(text) <= _REASON_CHARS else text[: _REASON_CHARS - 3] + "..."
+
+
+def _missing(rows: Sequence[ReportRow]) -> dict[str, Missing]:
+    """Per top-level component that ran and gave no value somewhere: how often, and why. (A
+    component only ever skipped, by a gate, is not listed: that is the gate's design.)"""
+    names = [n for n in _component_names(rows) if "." not in n]
+    counts: dict[str, Counter[str]] = {}
+    skipped: Counter[str] = Counter()
+    for r in rows:
+        skipped.update(n for n in r.skipped if n in names)
+        for name, value in r.components.items():
+            if value is None and "." not in name:
+                counts.setdefault(name, Counter())[_why(r, name, names)] += 1
+    out = {}
+    for name in names:
+        reasons = counts.get(name, Counter())
+        if not reasons:
+            continue
+        top = dict(reasons.most_common(MISSING_REASONS))
+        rest = sum(reasons.values()) - sum(top.values())
+        if rest:
+            top["(other)"] = rest
+        out[name] = Missing(rows=sum(reasons.values()), skipped=skipped[name], reasons=top)
+    return out
 
 
 def _grpo(rows: Sequence[ReportRow]) -> GrpoSignal | None:
@@ -349,6 +420,7 @@ def build_report(
         reward=_distribution(totals, len(kept) - len(totals)),
         components=components,
         failures=dict(failures.most_common()),
+        missing=_missing(kept),
         judge=judge,
         grpo=_grpo(kept),
         length=_length(kept),
@@ -357,6 +429,17 @@ def build_report(
         steps=_steps(kept),
         determinism=None if not repeats or len(repeats) < 2 else _determinism(repeats, threshold),
     )
+
+
+def missing_lines(report: Report) -> list[str]:
+    """The report's components with no value, one line each, for a report's first screen:
+    ``answer: no value on 40 of 40 rollouts (rollout has no reference to compare against 40)``."""
+    lines = []
+    for name, m in report.missing.items():
+        why = ", ".join(f"{k} {v}" for k, v in m.reasons.items())
+        skipped = f"; skipped on {m.skipped}" if m.skipped else ""
+        lines.append(f"{name}: no value on {m.rows} of {report.rows} rollouts ({why}){skipped}")
+    return lines
 
 
 def label_value(metadata: Mapping[str, Any], key: str | None) -> tuple[str | None, float | None]:

@@ -170,6 +170,24 @@ def _distribution_row(name: str, d: Distribution) -> str:
     )
 
 
+def _missing_section(report: Report) -> str:
+    """Components that gave no value, how often and why: on the first screen, since a
+    missing input (no reference) makes every other number on the page misleading."""
+    if not report.missing:
+        return ""
+    out = ["<h2 class='warn'>Components with no value</h2><table><tr><th>component</th>"
+           "<th>no value</th><th>skipped</th><th>why</th></tr>"]  # fmt: skip
+    for name, m in report.missing.items():
+        share = _pct(m.rows / report.rows) if report.rows else "-"
+        why = "<br>".join(f"{escape(k)} <span class='muted'>({v})</span>"
+                          for k, v in m.reasons.items())  # fmt: skip
+        out.append(f"<tr><td>{escape(name)}</td><td>{m.rows} <span class='muted'>({share})"
+                   f"</span></td><td>{m.skipped}</td><td style='text-align:left'>{why}</td>"
+                   "</tr>")  # fmt: skip
+    out.append("</table>")
+    return "".join(out)
+
+
 def render_html(report: Report, title: str = "referee report") -> str:
     """The report (from `build_report`) as a self-contained HTML page."""
     reward = report.reward
@@ -191,6 +209,7 @@ def render_html(report: Report, title: str = "referee report") -> str:
     if length is not None:
         out.append(_card("reward vs length (Spearman)", _fmt(length.spearman, 3)))
     out.append("</div>")
+    out.append(_missing_section(report))
 
     out.append("<h2>Reward</h2><div class='plots'>")
     out.append(bar_chart(reward.histogram or (), "total reward"))

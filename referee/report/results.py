@@ -26,6 +26,7 @@ __all__ = [
     "GrpoSignal",
     "JudgeUsage",
     "LengthCorrelation",
+    "Missing",
     "Preferences",
     "Report",
     "Result",
@@ -91,6 +92,18 @@ class Distribution(Result):
     p50: float | None = Field(default=None, exclude_if=_absent)
     max: Number | None = Field(default=None, exclude_if=_absent)
     histogram: tuple[Bin, ...] | None = Field(default=None, exclude_if=_absent)
+
+
+class Missing(Result):
+    """A component that gave no value on some rollouts: how many, and why (a reward that
+    could not score them: no reference, a reference of the wrong shape, a failed judge)."""
+
+    rows: int
+    """Rollouts where the component ran and gave no value."""
+    skipped: int
+    """Rollouts where it did not run (a gate, or a failure before it, stopped the rollout)."""
+    reasons: dict[str, int]
+    """Why it gave none, most common first (at most `MISSING_REASONS`, then ``(other)``)."""
 
 
 class JudgeUsage(Result):
@@ -195,6 +208,7 @@ class Report(Result):
     reward: Distribution
     components: dict[str, Distribution]
     failures: dict[str, int]
+    missing: dict[str, Missing] = Field(default_factory=dict, exclude_if=_empty)
     judge: JudgeUsage | None
     grpo: GrpoSignal | None
     length: LengthCorrelation | None

@@ -28,6 +28,7 @@ from typing import Literal
 
 from referee.errors import NotApplicable
 from referee.registry import register
+from referee.reward import Need
 from referee.rewards._common import short
 from referee.rewards._harness import Cases, run_tests
 from referee.rewards._sandboxed import (
@@ -71,6 +72,10 @@ class PythonTests(SandboxedReward):
     call_timeout: float = 5.0
     memory_mb: int = 1024
     name: str = "python_tests"
+
+    def needs(self) -> frozenset[Need]:
+        """The test code and entry point."""
+        return frozenset({"reference"})
 
     def check_options(self) -> None:
         if self.timeout <= 0 or self.call_timeout <= 0:
@@ -190,6 +195,10 @@ class IoTests(SandboxedReward):
     stop_on_failure: bool = False
     name: str = "io_tests"
 
+    def needs(self) -> frozenset[Need]:
+        """The input/output cases."""
+        return frozenset({"reference"})
+
     def _job(self, code: str, stdin: str) -> Job:
         bounds = limits(self.timeout, self.memory_mb)
         data = stdin.encode()
@@ -304,6 +313,10 @@ class PytestTests(SandboxedReward):
     timeout: float = 30.0
     memory_mb: int = 2048
     name: str = "pytest_tests"
+
+    def needs(self) -> frozenset[Need]:
+        """The pytest code."""
+        return frozenset({"reference"})
 
     def _check_pytest(self, sandbox: Sandbox) -> None:
         key = id(sandbox)

@@ -22,7 +22,7 @@ from rapidfuzz import fuzz
 
 from referee.errors import NotApplicable
 from referee.registry import register
-from referee.reward import CheckReward
+from referee.reward import CheckReward, Need
 from referee.rewards._common import normalize_text, reference_of, short
 from referee.rewards._extract import JsonExtract, parse_json
 from referee.rollout import Rollout
@@ -303,6 +303,10 @@ class FieldMatch(CheckReward):
     extract: JsonExtract = "strict"
     name: str = "field_match"
     _plan: list[_Step] | None = field(init=False, repr=False, compare=False, default=None)
+
+    def needs(self) -> frozenset[Need]:
+        """The expected object."""
+        return frozenset({"reference"})
 
     def __post_init__(self) -> None:
         self._default = FieldRule(match=self.default)

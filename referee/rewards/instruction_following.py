@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from referee.errors import MissingDependency, NotApplicable
 from referee.registry import register
-from referee.reward import CheckReward
+from referee.reward import CheckReward, Need
 from referee.rewards._common import clip_text, reference_of
 from referee.rollout import Rollout
 from referee.score import Score
@@ -63,6 +63,10 @@ class InstructionFollowing(CheckReward):
     _fixed: tuple[Instruction, ...] | None = field(
         init=False, repr=False, compare=False, default=None
     )
+
+    def needs(self) -> frozenset[Need]:
+        """The instructions, from the reference unless `instructions` is given."""
+        return frozenset() if self.instructions is not None else frozenset({"reference"})
 
     def __post_init__(self) -> None:
         for module, package in _NEEDS.items():

@@ -36,7 +36,7 @@ from referee.judges.prompts import (
 )
 from referee.judges.rubric import Criterion, Rubric, load_rubric
 from referee.registry import register
-from referee.reward import AsyncReward
+from referee.reward import AsyncReward, Need
 from referee.rewards._common import clip_text
 from referee.rollout import Rollout
 from referee.score import Score
@@ -170,6 +170,10 @@ class RubricJudge(_JudgeReward):
     )
     _weight: float = field(init=False, repr=False, compare=False)
 
+    def needs(self) -> frozenset[Need]:
+        """A reference answer where the rubric asks for one."""
+        return frozenset({"reference"}) if self._rubric.requires_reference else frozenset()
+
     def __post_init__(self) -> None:
         super().__post_init__()
         self._rubric = load_rubric(self.rubric)
@@ -227,6 +231,10 @@ class ChecklistJudge(_JudgeReward):
 
     items: list[str | dict[str, Any]] | None = None
     name: str = "checklist_judge"
+
+    def needs(self) -> frozenset[Need]:
+        """The checklist, from the reference unless `items` is given."""
+        return frozenset() if self.items is not None else frozenset({"reference"})
 
     def _checklist(self, rollout: Rollout) -> list[tuple[str, float]]:
         raw: Any = self.items
@@ -297,6 +305,10 @@ class ReferenceJudge(_JudgeReward):
 
     name: str = "reference_judge"
 
+    def needs(self) -> frozenset[Need]:
+        """The reference answer."""
+        return frozenset({"reference"})
+
     async def evaluate(self, rollout: Rollout) -> Score:
         task = (
             "Is the final answer in the RESPONSE equivalent to the REFERENCE ANSWER? Equivalent "
@@ -343,6 +355,10 @@ class PairwiseJudge(_JudgeReward):
     )
     disagreement: Literal["tie", "fail"] = "tie"
     name: str = "pairwise_judge"
+
+    def needs(self) -> frozenset[Need]:
+        """The reference answer it is compared with."""
+        return frozenset({"reference"})
 
     def __post_init__(self) -> None:
         if self.samples != 1:

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from referee.errors import NotApplicable
 from referee.registry import register
-from referee.reward import CheckReward
+from referee.reward import CheckReward, Need
 from referee.rewards._common import clip_text, reference_of, short
 from referee.rollout import Rollout
 from referee.score import Score
@@ -63,6 +63,10 @@ class MathAnswer(CheckReward):
     reference_fallback: bool = True
     name: str = "math_answer"
     _pattern: Pattern | None = field(init=False, repr=False, compare=False, default=None)
+
+    def needs(self) -> frozenset[Need]:
+        """The reference answer."""
+        return frozenset({"reference"})
 
     def __post_init__(self) -> None:
         if self.timeout <= 0:

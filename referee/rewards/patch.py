@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from referee.registry import register
+from referee.reward import Need
 from referee.rewards._diff import extract_diff, unsafe_path
 from referee.rewards._sandboxed import SandboxedReward, SandboxFailure
 from referee.rewards._snapshot import snapshot_tar
@@ -174,6 +175,10 @@ class PatchTests(SandboxedReward):
     max_patch_bytes: int = 1 << 20
     snapshot_root: str | None = None
     name: str = "patch_tests"
+
+    def needs(self) -> frozenset[Need]:
+        """The task: its snapshot and the tests that must pass."""
+        return frozenset({"reference"})
 
     def check_options(self) -> None:
         if self.timeout <= 0:

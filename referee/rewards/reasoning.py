@@ -58,7 +58,7 @@ from typing import Any, Literal
 
 from referee.errors import MissingDependency, NotApplicable
 from referee.registry import register
-from referee.reward import CheckReward
+from referee.reward import CheckReward, Need
 from referee.rewards._common import clip_text, reference_of, short
 from referee.rewards._extract import extract_answer
 from referee.rollout import Rollout
@@ -167,6 +167,10 @@ class ReasoningGym(CheckReward):
     _tasks: Mapping[str, Any] = field(init=False, repr=False, compare=False)
     _scorers: dict[str, _ScoreAnswer] = field(init=False, repr=False, compare=False)
     _extract_answer: Callable[[str], str | None] = field(init=False, repr=False, compare=False)
+
+    def needs(self) -> frozenset[Need]:
+        """The reasoning-gym entry."""
+        return frozenset({"reference"})
 
     def __post_init__(self) -> None:
         factory = _factory()

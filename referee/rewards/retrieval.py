@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from referee.errors import NotApplicable
 from referee.registry import register
-from referee.reward import CheckReward
+from referee.reward import CheckReward, Need
 from referee.rewards._common import normalize_text
 from referee.rollout import Rollout
 from referee.score import Score
@@ -99,6 +99,10 @@ class Retrieval(CheckReward):
     k: int | None = None
     citation: str = r"\[([^\[\]]+)\]"
     name: str = "retrieval"
+
+    def needs(self) -> frozenset[Need]:
+        """The relevant documents."""
+        return frozenset({"reference"})
 
     def __post_init__(self) -> None:
         self._citation = re.compile(self.citation)

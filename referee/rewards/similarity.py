@@ -56,6 +56,7 @@ from typing import Any, Literal
 
 from referee.errors import MissingDependency, NotApplicable
 from referee.registry import register
+from referee.reward import Need
 from referee.rewards._common import reference_of, short
 from referee.rewards.text import _Extracting
 from referee.rollout import Rollout
@@ -163,6 +164,10 @@ class TextSimilarity(_Extracting):
     )
     _trim: Callable[[], None] | None = field(init=False, repr=False, compare=False, default=None)
     _label: str = field(init=False, repr=False, compare=False, default="")
+
+    def needs(self) -> frozenset[Need]:
+        """The reference text(s)."""
+        return frozenset({"reference"})
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from referee.errors import NotApplicable
 from referee.registry import register
-from referee.reward import CheckReward
+from referee.reward import CheckReward, Need
 from referee.rewards._common import Normalize, normalize, reference_of, short
 from referee.rewards._extract import AnswerExtract, extract_answer
 from referee.rollout import Rollout
@@ -71,6 +71,10 @@ class ExactMatch(_Extracting):
     reference_key: str | None = None
     name: str = "exact_match"
 
+    def needs(self) -> frozenset[Need]:
+        """The accepted answer(s)."""
+        return frozenset({"reference"})
+
     def check(self, rollout: Rollout) -> Score:
         accepted = _answers(reference_of(rollout, self.reference_key))
         answer = self.answer(rollout)
@@ -97,6 +101,10 @@ class Contains(_Extracting):
     normalize: Normalize = "text"
     reference_key: str | None = None
     name: str = "contains"
+
+    def needs(self) -> frozenset[Need]:
+        """The reference, unless `value` is given."""
+        return frozenset() if self.value is not None else frozenset({"reference"})
 
     def check(self, rollout: Rollout) -> Score:
         needles = (

@@ -30,7 +30,7 @@ from typing import Any, Literal, NamedTuple, cast
 
 from referee.errors import NotApplicable
 from referee.registry import register
-from referee.reward import CheckReward
+from referee.reward import CheckReward, Need
 from referee.rewards._common import reference_of
 from referee.rollout import Rollout
 from referee.score import Score
@@ -256,6 +256,10 @@ class ToolCallMatch(CheckReward):
     scoring: Literal["all", "fraction"] = "all"
     reference_key: str | None = None
     name: str = "tool_call_match"
+
+    def needs(self) -> frozenset[Need]:
+        """The expected calls."""
+        return frozenset({"reference"})
 
     def check(self, rollout: Rollout) -> Score:
         expected = _expected(reference_of(rollout, self.reference_key))

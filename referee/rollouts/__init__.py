@@ -2,6 +2,7 @@
 scoring them into files, resumably."""
 
 from referee.rollouts.jsonl import RowError, RowOk, read_jsonl, rollout_from_row
+from referee.rollouts.needs import check_rows
 from referee.rollouts.readers import FORMATS, Format, detect_format, parse_mapping, read_rollouts
 from referee.rollouts.run import ScoreRun, score_file, score_to_path
 from referee.rollouts.scored import FailureRecord, ScoredRow
@@ -16,6 +17,7 @@ __all__ = [
     "ScoreRun",
     "ScoredRow",
     "Summary",
+    "check_rows",
     "detect_format",
     "parse_mapping",
     "read_jsonl",

@@ -15,6 +15,7 @@ from referee._aio import run_sync
 from referee.errors import RolloutError
 from referee.reward import Reward
 from referee.rollouts.jsonl import RowError, RowOk
+from referee.rollouts.needs import check_rows
 from referee.rollouts.output import check_output, open_output, write_output
 from referee.rollouts.readers import Format, read_rollouts
 from referee.rollouts.scored import ScoredRow, row_json
@@ -133,18 +134,24 @@ def score_file(
     batch_size: int = DEFAULT_BATCH_SIZE,
     concurrency: int | None = None,
     on_progress: Callable[[int], None] | None = None,
+    check_inputs: bool = True,
 ) -> ScoreRun:
     """Score a rollout file into `out` (JSONL), one row per input row: what ``referee score``
     does, read the same way (`read_rollouts`: the shape detected or given by `format`, fields
     mapped by `mapping`, a canonical row's extra columns kept as metadata).
 
+    With `check_inputs`, the first rows (`referee.rollouts.needs.SAMPLE_ROWS`) are read ahead
+    first: where none has what a component needs (a reference), nothing is scored.
+
     Raises:
         OSError: The input cannot be opened.
         RolloutError: The format cannot be detected or the mapping is malformed.
+        MissingInput: No row read ahead has what a component needs (a `RolloutError`).
     """
+    rows = read_rollouts(path, format=format, mapping=mapping)
     return run_sync(
         score_rows(
-            read_rollouts(path, format=format, mapping=mapping),
+            check_rows(reward, rows, source=path) if check_inputs else rows,
             reward,
             row_writer(out),
             source=str(path),
@@ -205,6 +212,7 @@ def score_to_path(
     batch_size: int = DEFAULT_BATCH_SIZE,
     concurrency: int | None = None,
     on_progress: Callable[[int], None] | None = None,
+    check_inputs: bool = True,
 ) -> tuple[ScoreRun, int]:
     """Score `rows` (read from `source`) into the file `output`, resumably.
 
@@ -216,10 +224,14 @@ def score_to_path(
     skipped, so every input row appears exactly once, in order. A partial run of something
     else is refused. Without `resume`, a partial run is started over.
 
+    With `check_inputs`, the first rows are read ahead before anything is written, as
+    `score_file` does.
+
     Returns:
         The run (its summary covers the kept rows too) and how many rows were kept.
 
     Raises:
+        MissingInput: No row read ahead has what a component needs (a `RolloutError`).
         RolloutError: `resume` found a partial run of a different input, spec or options.
         OSError: A file cannot be read or written, or `output` (or its partial files) is
             not a regular file: a symbolic link, a device, a FIFO (`check_output`).
@@ -229,6 +241,8 @@ def score_to_path(
     meta_path = out.with_name(out.name + ".partial.json")
     for path in (out, partial, meta_path):  # each a regular file or new: never a link or device
         check_output(path)
+    if check_inputs:
+        rows = check_rows(reward, rows, source=source)
     fingerprint = _fingerprint(Path(source), spec_text, dict(options or {}))
     run = ScoreRun()
     kept = 0

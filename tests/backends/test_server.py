@@ -41,7 +41,7 @@ SPEC = {
         "short": {"type": "length", "unit": "chars", "max_length": 40, "cache_length": 20,
                   "weight": 0.2},
     },
-    "on_none": "fail",
+    "on_failure": "fail",
 }  # fmt: skip
 
 

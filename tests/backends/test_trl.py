@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,7 @@ pytest.importorskip("trl", reason="the trl extra is not installed (pip install '
 import referee
 from referee import Rollout
 from referee.backends.trl import reward_funcs
-from referee.errors import RolloutError
+from referee.errors import MissingInput, RolloutError
 from referee.judges.testing import FakeJudgeServer
 from referee.reward import GroupRewardBase
 from tests.backends import tiny
@@ -85,9 +86,27 @@ def test_a_missing_reference_column_is_a_clear_error() -> None:
     [fn] = reward_funcs(LENGTHS, reference="answer")
     with pytest.raises(RolloutError, match=r"no column 'answer'.*columns are \['solution'\]"):
         call(fn, ["p"], ["a"], solution=["x"])
-    [fn] = reward_funcs(LENGTHS)  # the default column: a warning, the reward may not need it
-    with pytest.warns(UserWarning, match="no 'reference' column"):
+    # The default column, absent: an error where a component needs a reference (every
+    # rollout would fail), naming it and the fix; nothing where none does.
+    math_spec = {"components": {
+        "answer": {"type": "math_answer", "weight": 0.9},
+        "format": {"type": "format", "preset": "think", "weight": 0.1},
+    }}  # fmt: skip
+    [fn] = reward_funcs(math_spec)
+    with pytest.raises(MissingInput, match=r"'answer' needs a reference.*no 'reference' column"
+                       r"(?s:.*)reference='answer'"):  # fmt: skip
+        call(fn, ["p"], ["a"], answer=["4"])
+    [fn] = reward_funcs(LENGTHS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         call(fn, ["p"], ["a"], solution=["x"])
+    # A component the spec lets go without it (on_failure: omit): a warning, once.
+    math_spec["components"]["answer"]["on_failure"] = "omit"  # type: ignore[index]
+    [fn] = reward_funcs(math_spec)
+    with pytest.warns(UserWarning, match="no 'reference' column, so answer"):
+        call(fn, ["p"], ["a"], solution=["x"])
+    with pytest.raises(MissingInput, match="reference=None"):
+        reward_funcs({"type": "exact_match"}, reference=None)
 
 
 def test_conversational_prompts_and_completions() -> None:
