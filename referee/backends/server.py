@@ -33,7 +33,8 @@ costs one log line, not a traceback. Requests are scored at most ``max_concurren
 (others wait); on SIGTERM or SIGINT the server stops taking requests, finishes those in flight,
 then exits.
 
-Safe to expose, the same for every endpoint (``/health`` and unknown paths included):
+Safe to expose, the same for every endpoint (``/health`` and unknown paths included; the
+machinery is `referee.backends._guard`'s):
 
 - **A token.** Started with one (``token``; ``--token`` or the ``REFEREE_SERVE_TOKEN``
   environment variable), every request must carry it, as ``Authorization: Bearer <token>``
@@ -50,7 +51,7 @@ Safe to expose, the same for every endpoint (``/health`` and unknown paths inclu
   others (400 for any other key).
 - **Limits.** A body is at most ``max_body`` bytes, decompressed (413, and the connection is
   closed); it must arrive within ``io_timeout`` seconds of its headers (408), and its answer
-  be taken within as many again (else the connection is closed). A connection that has not
+  be taken within as many again (else the connection is aborted). A connection that has not
   sent a whole request's headers ``idle_timeout`` seconds after it opened, or after its last
   answer, is closed (aiohttp's keep-alive timer, which runs from the connection's start). At
   most ``max_connections`` are open at once: a new one past that closes the oldest idle one
@@ -80,29 +81,32 @@ request is in the slow lane (``stuck_switch_interval``): a normal request then w
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
-import hashlib
-import hmac
-import ipaddress
 import json
 import logging
 import math
-import resource
 import signal
 import sys
 import threading
-import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import ValidationError
 
 from referee.backends._common import resolve
+from referee.backends._guard import (
+    BACKLOG,
+    TOKEN_ENV,
+    BadRequest,
+    Guard,
+    check_descriptors,
+    dropped,
+    exposed_without_token,
+    is_loopback,
+)
 from referee.backends.openrlhf import EndMarkers, component_keys, reward_response, rollouts_from
 from referee.errors import MissingDependency, RolloutError
 from referee.reward import Reward, is_sync, reference_powers
@@ -111,7 +115,7 @@ from referee.rollout import Rollout
 from referee.score import Score
 
 try:
-    from aiohttp import hdrs, web
+    from aiohttp import web
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependency("aiohttp", "serve", "referee serve") from exc
 
@@ -129,36 +133,8 @@ DEFAULT_IDLE_TIMEOUT = 30.0
 """Seconds a connection may sit without a whole request's headers (idle keep-alive included)."""
 DEFAULT_IO_TIMEOUT = 60.0
 """Seconds a client has to send a request's body, and again to take its answer."""
-TOKEN_ENV = "REFEREE_SERVE_TOKEN"
-"""The environment variable `referee serve` reads its token from (``--token`` too)."""
-MIN_TOKEN_LENGTH = 16
-_FD_HEADROOM = 512  # descriptors besides the connections: the reward's workers and sandboxes
-_BACKLOG = 128  # connections the kernel queues for accepting, and asyncio accepts at a go
-_ACCEPTED_AHEAD = 4 * _BACKLOG
-"""Sockets asyncio may have accepted before `_Connections` sees them (its accept loop takes up
-to a backlog at a time, and a connection is made two loop turns after it is accepted)."""
 SLOW_AFTER = 0.1
 """Seconds after which a request still being scored moves to the slow lane (module docstring)."""
-
-
-class _BadRequest(Exception):
-    def __init__(
-        self,
-        status: int,
-        kind: str,
-        message: str,
-        *,
-        headers: Mapping[str, str] | None = None,
-        then: Literal["keep", "close", "drop"] = "keep",
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.kind = kind
-        self.headers = headers
-        # What becomes of the connection: kept; closed once aiohttp has read (for up to 10 s)
-        # what the client still sends, so it sees the answer rather than a reset (a body left
-        # unread); or closed once the answer is out (a client too slow to wait for).
-        self.then = then
 
 
 def _error(
@@ -173,11 +149,6 @@ def _too_deep(what: str) -> str:
         f"{what} is JSON nested too deep to read: more levels of arrays and objects than "
         f"Python's json takes (about {sys.getrecursionlimit()}); send flatter JSON"
     )
-
-
-def _dropped(request: web.Request, why: str) -> None:
-    """One line, no traceback, for a request that lost its client: it is not a bug of ours."""
-    logger.info("referee serve: %s %s: %s", request.method, request.path, why)
 
 
 class _StuckInterval:
@@ -206,68 +177,6 @@ class _StuckInterval:
 _STUCK = _StuckInterval()
 
 
-# --- exposure: loopback, the token, trust -----------------------------------------------------
-
-
-def is_loopback(host: str | None) -> bool:
-    """Whether listening on `host` reaches this machine only: 127.0.0.0/8, ::1 or localhost.
-
-    Every other name (and "", every interface) counts as exposed: what it resolves to is up to
-    the resolver.
-    """
-    if not host:
-        return False
-    if host.lower() == "localhost":
-        return True
-    try:
-        address = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1
-    return address.is_loopback or (mapped is not None and mapped.is_loopback)
-
-
-def _token_digest(token: str | None) -> bytes | None:
-    """The token's SHA-256 (compared, digest to digest, in constant time), after checking it."""
-    if token is None:
-        return None
-    if len(token) < MIN_TOKEN_LENGTH or not all("!" <= c <= "~" for c in token):
-        # The token is a secret: say what is wrong with it, never what it is.
-        raise ValueError(
-            f"referee serve: the token must be at least {MIN_TOKEN_LENGTH} printable ASCII "
-            f"characters with no spaces; the one given has {len(token)} characters"
-            f"{'' if token.isascii() else ', some of them not ASCII'}. Make one with: "
-            f"python -c 'import secrets; print(secrets.token_urlsafe(32))'"
-        )
-    return hashlib.sha256(token.encode()).digest()
-
-
-def _presented(request: web.Request) -> bytes:
-    """The token a request carries: a bearer token, or the password of basic authentication."""
-    scheme, _, credentials = request.headers.get(hdrs.AUTHORIZATION, "").strip().partition(" ")
-    credentials = credentials.strip()
-    if scheme.lower() == "bearer":
-        return credentials.encode("utf-8", "surrogateescape")
-    if scheme.lower() == "basic":
-        try:
-            pair = base64.b64decode(credentials, validate=True)
-        except (binascii.Error, ValueError):
-            return b""
-        return pair.partition(b":")[2]  # any user name: a URL's userinfo needs one
-    return b""
-
-
-def _exposed_without_token(host: str | None) -> str:
-    return (
-        f"referee serve: refusing to listen on {host!r} without a token: anyone who can reach "
-        f"it could have it score whatever they send, at your cost. Set one in the environment, "
-        f"{TOKEN_ENV}=$(python -c 'import secrets; print(secrets.token_urlsafe(32))'), or with "
-        f"--token, and have clients send 'Authorization: Bearer <token>' (OpenRLHF: "
-        f"--reward.remote_url http://referee:<token>@host:port/get_reward); or listen on "
-        f"loopback only (--host 127.0.0.1)"
-    )
-
-
 def _untrusted_powers(powers: list[tuple[str, str]]) -> str:
     listed = "; ".join(f"{name!r} {what}" for name, what in powers)
     return (
@@ -277,149 +186,6 @@ def _untrusted_powers(powers: list[tuple[str, str]]) -> str:
         f"who can reach it (with a token: everyone who holds it) may run code as this "
         f"server's user; else serve a spec without those rewards"
     )
-
-
-def _check_descriptors(connections: int) -> None:
-    """Raise the soft limit on open files to what `connections` need, or say why it cannot be.
-
-    Past the limit, accepting fails and asyncio stops accepting for a second at a time: the
-    server would be unreachable for everyone, which the connection limit is there to prevent.
-    """
-    need = connections + _ACCEPTED_AHEAD + _FD_HEADROOM
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY or soft >= need:
-        return
-    if hard != resource.RLIM_INFINITY and hard < need:
-        raise ValueError(
-            f"referee serve: max_connections {connections} needs {need} open files and this "
-            f"process may open {hard} (its hard RLIMIT_NOFILE); lower --max-connections to "
-            f"{max(hard - _ACCEPTED_AHEAD - _FD_HEADROOM, 1)} or raise the limit (ulimit -Hn; "
-            f"LimitNOFILE= under systemd)"
-        )
-    resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
-
-
-# --- connections ------------------------------------------------------------------------------
-
-
-_FULL_BODY = json.dumps({"error": {"type": "too_many_connections", "message": (
-    "every connection the server keeps is busy with a request; retry, or have the server "
-    "started with a higher --max-connections")}}).encode()  # fmt: skip
-_FULL = (
-    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-    b"Content-Length: %d\r\nConnection: close\r\nRetry-After: 1\r\n\r\n%s"
-) % (len(_FULL_BODY), _FULL_BODY)
-
-
-class _Connection(asyncio.Protocol):
-    """One accepted connection: admitted by `_Connections`, then spoken to by aiohttp's
-    handler, to which every protocol event goes (asyncio's Protocol interface, nothing more)."""
-
-    def __init__(self, pool: _Connections) -> None:
-        self._pool = pool
-        self._handler: web.RequestHandler | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._handler = self._pool.admit(transport)
-        if self._handler is not None:
-            self._handler.connection_made(transport)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._handler is not None:
-            self._pool.closed(self._handler)
-            self._handler.connection_lost(exc)
-
-    def data_received(self, data: bytes) -> None:
-        if self._handler is not None:
-            self._handler.data_received(data)
-
-    def eof_received(self) -> None:
-        if self._handler is not None:
-            self._handler.eof_received()
-
-    def pause_writing(self) -> None:
-        if self._handler is not None:
-            self._handler.pause_writing()
-
-    def resume_writing(self) -> None:
-        if self._handler is not None:
-            self._handler.resume_writing()
-
-
-class _Connections:
-    """At most `limit` connections open; a new one past it closes the oldest idle one.
-
-    aiohttp counts no connections. Like nginx when it runs out of connections (it closes
-    idle keep-alive ones), a connection with no request being handled is given up for a new
-    one: one that never sent a request, or is still sending its headers, or waits between
-    requests, or was refused its token. A connection is busy from the moment its request
-    is authenticated until its answer is sent; it moves to the back of the line when it
-    finishes one. With every connection busy, a new one gets 503 and is closed.
-    """
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._open: dict[web.RequestHandler, None] = {}  # the oldest (least recently used) first
-        self._busy: set[web.RequestHandler] = set()
-        self._server: web.Server | None = None
-        self._warned = -math.inf
-
-    def factory(self, server: web.Server) -> Callable[[], asyncio.Protocol]:
-        """The protocol factory to listen with, making `server`'s handlers."""
-        self._server = server
-        return lambda: _Connection(self)
-
-    @property
-    def open(self) -> int:
-        """Connections open now."""
-        return len(self._open)
-
-    def admit(self, transport: asyncio.BaseTransport) -> web.RequestHandler | None:
-        if self._server is None:
-            raise RuntimeError("_Connections.factory(server) was not called")
-        if len(self._open) >= self.limit and not self._close_idle():
-            self._refuse(transport)
-            return None
-        handler = self._server()
-        self._open[handler] = None
-        return handler
-
-    def closed(self, handler: web.RequestHandler) -> None:
-        self._open.pop(handler, None)
-        self._busy.discard(handler)
-
-    @contextlib.contextmanager
-    def busy(self, handler: web.RequestHandler) -> Iterator[None]:
-        """Hold `handler`'s connection as busy (not to be closed for a new one) meanwhile."""
-        self._busy.add(handler)
-        try:
-            yield
-        finally:
-            self._busy.discard(handler)
-            if handler in self._open:  # to the back of the line: recently used
-                self._open[handler] = self._open.pop(handler)
-
-    def _close_idle(self) -> bool:
-        for handler in self._open:
-            if handler not in self._busy:
-                del self._open[handler]
-                handler.force_close()
-                return True
-        return False
-
-    def _refuse(self, transport: asyncio.BaseTransport) -> None:
-        if isinstance(transport, asyncio.WriteTransport):
-            transport.write(_FULL)
-        transport.close()
-        now = time.monotonic()
-        if now - self._warned > 10:  # once in a while, not once per connection
-            self._warned = now
-            logger.warning(
-                "referee serve: all %d connections are busy with requests: refusing new ones "
-                "(503); start the server with a higher --max-connections if your clients "
-                "need more at once",
-                self.limit,
-            )
 
 
 @dataclass
@@ -446,8 +212,8 @@ class RewardService:
             (`referee.reward.reference_powers`): without it, a reward with such powers is
             refused here, at construction. Kept for checks per request.
         max_body: The most bytes a request body may have, decompressed (413 beyond).
-        max_connections: The most connections open at once (`_Connections`); `serve` holds
-            them to it.
+        max_connections: The most connections open at once (`_guard.Connections`); `serve`
+            holds them to it.
         io_timeout: Seconds a client has to send a request's body after its headers (408),
             and again to take its answer (then the connection is closed).
     """
@@ -473,11 +239,14 @@ class RewardService:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 0 < value < math.inf):
                 raise ValueError(f"RewardService: {name} must be a positive number, not {value!r}")
-        self._token = _token_digest(self.token)
+        self._guard = Guard(
+            token=self.token, max_body=self.max_body, io_timeout=self.io_timeout,
+            max_connections=self.max_connections,
+        )  # fmt: skip
+        self.connections = self._guard.connections
         powers = reference_powers(self.reward)
         if powers and not self.trust_clients:
             raise ValueError(_untrusted_powers(powers))
-        self.connections = _Connections(self.max_connections)
         self._sync = is_sync(self.reward)
         self._slots: asyncio.Semaphore | None = None
         self._slow = 0  # requests in the slow lane
@@ -488,7 +257,7 @@ class RewardService:
         # The guard is inside the error middleware, so what it refuses is answered as JSON;
         # it runs for every route, the unknown ones included.
         app = web.Application(
-            middlewares=[self._errors, self._guard], client_max_size=self.max_body
+            middlewares=[self._errors, self._guard.middleware], client_max_size=self.max_body
         )
         app.router.add_get("/health", self.health)
         app.router.add_post("/score", self.score)
@@ -503,7 +272,7 @@ class RewardService:
     ) -> web.StreamResponse:
         try:
             response = await handler(request)
-        except _BadRequest as exc:
+        except BadRequest as exc:
             error = _error(exc.status, exc.kind, str(exc), exc.headers)
             if exc.then != "keep":
                 error.force_close()
@@ -521,96 +290,28 @@ class RewardService:
             # The client left while its body was read (aiohttp's ClientConnectionResetError is
             # one too): nobody to answer and no bug of ours, so no traceback. The 499 (nginx's
             # "client closed request") is for the access log; it cannot be sent.
-            _dropped(request, "the client closed the connection while sending")
+            dropped(request, "the client closed the connection while sending")
             return _error(499, "client_closed_request", "the client closed the connection")
         except asyncio.CancelledError:
-            _dropped(request, "cancelled (the client left, or the server is stopping)")
+            dropped(request, "cancelled (the client left, or the server is stopping)")
             raise
         except Exception as exc:  # a bug of ours: say so, keep serving
             logger.exception("referee serve: %s %s failed", request.method, request.path)
             return _error(500, "internal", f"{type(exc).__name__}: {exc}")
         if request.transport is None or request.transport.is_closing():
             # Scored, but the client is gone: aiohttp drops the answer quietly; say so once.
-            _dropped(request, "the client closed the connection before the answer")
+            dropped(request, "the client closed the connection before the answer")
         return response
-
-    @web.middleware
-    async def _guard(
-        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-    ) -> web.StreamResponse:
-        """The token, then the body under its limits, then the answer under its deadline."""
-        if self._token is not None and not hmac.compare_digest(
-            hashlib.sha256(_presented(request)).digest(), self._token
-        ):
-            raise _BadRequest(
-                401, "unauthorized",
-                "this server needs its token: send 'Authorization: Bearer <token>' (or the "
-                "token as the password of basic authentication), with the token the server "
-                f"was started with (--token or {TOKEN_ENV})",
-                headers={hdrs.WWW_AUTHENTICATE: 'Bearer realm="referee"'}, then="close",
-            )  # fmt: skip
-        with self.connections.busy(request.protocol):
-            if request.body_exists:
-                await self._read_body(request)
-            response = await handler(request)
-            await self._send(request, response)
-            return response
-
-    async def _read_body(self, request: web.Request) -> None:
-        """Read the body whole (what handlers then read), within `max_body` and `io_timeout`."""
-        length = request.content_length
-        if length is not None and length > self.max_body:
-            raise self._too_large(f"{length} bytes")
-        try:
-            async with asyncio.timeout(self.io_timeout):
-                await request.read()
-        except web.HTTPRequestEntityTooLarge:  # no length given, or compressed
-            raise self._too_large("more bytes than that") from None
-        except TimeoutError:
-            raise _BadRequest(
-                408, "request_timeout",
-                f"the request body did not arrive within {self.io_timeout:g}s of its headers "
-                f"(the server's io_timeout); send it faster, or start the server with a "
-                f"longer --io-timeout", then="drop",
-            ) from None  # fmt: skip
-        except web.RequestPayloadError as exc:  # bad chunking, bad gzip
-            raise _BadRequest(
-                400, "invalid_body", f"the request body cannot be read: {exc}", then="drop"
-            ) from None
-
-    def _too_large(self, size: str) -> _BadRequest:
-        return _BadRequest(
-            413, "body_too_large",
-            f"the request body has {size}, more than the server's max_body of "
-            f"{self.max_body} bytes ({self.max_body / 1024**2:g} MiB, counted decompressed); "
-            f"send smaller batches, or start the server with a higher --max-body-mib",
-            then="close",
-        )  # fmt: skip
-
-    async def _send(self, request: web.Request, response: web.StreamResponse) -> None:
-        """Send the answer here, where the connection counts as busy, within `io_timeout`:
-        a client that does not read its answer loses its connection, not the server a slot."""
-        if request.transport is None or request.transport.is_closing():
-            return  # the client left: `_errors` says so, and aiohttp drops the answer
-        try:
-            async with asyncio.timeout(self.io_timeout):
-                await response.prepare(request)
-                await response.write_eof()
-        except TimeoutError:
-            _dropped(request, f"the answer was not taken within {self.io_timeout:g}s; closed")
-            request.protocol.force_close()
-        except ConnectionResetError:
-            pass  # the client left while it was sent: `_errors` says so
 
     async def _body(self, request: web.Request) -> Mapping[str, Any]:
         try:
             body = await request.json(loads=json.loads)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise _BadRequest(400, "invalid_json", f"the request body is not JSON: {exc}") from exc
+            raise BadRequest(400, "invalid_json", f"the request body is not JSON: {exc}") from exc
         except RecursionError as exc:  # Python's json recurses once per level of nesting
-            raise _BadRequest(400, "invalid_json", _too_deep("the request body")) from exc
+            raise BadRequest(400, "invalid_json", _too_deep("the request body")) from exc
         if not isinstance(body, dict):
-            raise _BadRequest(400, "invalid_body", "the request body must be a JSON object")
+            raise BadRequest(400, "invalid_body", "the request body must be a JSON object")
         return body
 
     def _keys(self, body: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
@@ -618,7 +319,7 @@ class RewardService:
         scores it (a spec, a reward, an option, a file), and is told so rather than ignored."""
         unknown = [key for key in body if key not in allowed]
         if unknown:
-            raise _BadRequest(
+            raise BadRequest(
                 400, "invalid_body",
                 f"unknown key {unknown[0]!r} in the request body; this endpoint takes "
                 f"{', '.join(map(repr, allowed))}. A request cannot choose the spec, a reward, "
@@ -630,11 +331,11 @@ class RewardService:
         if value is None and not required:
             return []
         if not isinstance(value, list):
-            raise _BadRequest(
+            raise BadRequest(
                 400, "invalid_body", f"{key!r} must be a list, found {type(value).__name__}"
             )
         if len(value) > self.max_batch:
-            raise _BadRequest(
+            raise BadRequest(
                 413, "batch_too_large",
                 f"{len(value)} items in {key!r}, more than the server's max_batch "
                 f"{self.max_batch}; send smaller batches or start it with --max-batch",
@@ -643,7 +344,7 @@ class RewardService:
 
     async def _score(self, rollouts: list[Rollout]) -> list[Score]:
         if self.closing:
-            raise _BadRequest(503, "shutting_down", "the server is shutting down")
+            raise BadRequest(503, "shutting_down", "the server is shutting down")
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.max_concurrent)
         self.in_flight += 1
@@ -716,7 +417,7 @@ class RewardService:
             except ValidationError as exc:
                 first = exc.errors()[0]
                 where = ".".join(str(p) for p in first["loc"]) or "(the rollout)"
-                raise _BadRequest(
+                raise BadRequest(
                     422, "invalid_rollout", f"rollouts[{i}].{where}: {first['msg']}"
                 ) from exc
         scores = await self._score(rollouts)
@@ -734,10 +435,10 @@ class RewardService:
                                   names=("query", "prompts", "labels"))  # fmt: skip
         except RolloutError as exc:
             if isinstance(exc.__cause__, RecursionError):
-                raise _BadRequest(400, "invalid_json", _too_deep(exc.source)) from exc
+                raise BadRequest(400, "invalid_json", _too_deep(exc.source)) from exc
             if isinstance(exc.__cause__, ValidationError):
-                raise _BadRequest(422, "invalid_rollout", str(exc)) from exc
-            raise _BadRequest(400, "invalid_body", str(exc)) from exc
+                raise BadRequest(422, "invalid_rollout", str(exc)) from exc
+            raise BadRequest(400, "invalid_body", str(exc)) from exc
         rollouts = [r for r in items if isinstance(r, Rollout)]
         scored = iter(await self._score(rollouts) if rollouts else [])
         scores = [next(scored) if isinstance(r, Rollout) else r for r in items]
@@ -789,7 +490,7 @@ async def serve(
             connections than the process may open files.
     """
     if token is None and not is_loopback(host):
-        raise ValueError(_exposed_without_token(host))
+        raise ValueError(exposed_without_token(host))
     if not 0 < idle_timeout < math.inf:
         raise ValueError(f"serve: idle_timeout must be a positive number, not {idle_timeout!r}")
     service = RewardService(
@@ -806,7 +507,7 @@ async def serve(
         max_connections=max_connections,
         io_timeout=io_timeout,
     )
-    _check_descriptors(max_connections)
+    check_descriptors(max_connections)
     # aiohttp's keep-alive timer starts when a connection opens and again after each answer,
     # and closes the connection if no whole request has come by then: the header timeout too.
     runner = web.AppRunner(
@@ -820,7 +521,7 @@ async def serve(
         # What web.TCPSite does, with a protocol factory that counts connections.
         listener = await loop.create_server(
             service.connections.factory(runner.server), host, port,
-            backlog=_BACKLOG,
+            backlog=BACKLOG,
         )  # fmt: skip
     except BaseException:
         await runner.cleanup()
