@@ -134,16 +134,20 @@ def _parse_strict(text: str) -> ParsedJson:
     return ParsedJson(True, value, exact_numbers=exact)
 
 
+def _next_start(text: str, pos: int) -> int:
+    """Where the next JSON object or array may start in `text` from `pos`; -1 if nowhere."""
+    candidates = [p for p in (text.find("{", pos), text.find("[", pos)) if p >= 0]
+    return min(candidates) if candidates else -1
+
+
 def _parse_first(text: str) -> ParsedJson:
     first_error = "no JSON object or array in the text"
     tries = 0
     pos = 0
     while tries < _MAX_FIRST_TRIES:
-        brace, bracket = text.find("{", pos), text.find("[", pos)
-        candidates = [p for p in (brace, bracket) if p >= 0]
-        if not candidates:
+        start = _next_start(text, pos)
+        if start < 0:
             break
-        start = min(candidates)
         try:
             value, _, exact = _decode(text, start)
             return ParsedJson(True, value, exact_numbers=exact)
@@ -166,11 +170,9 @@ def json_values(text: str, *, max_tries: int = _MAX_FIRST_TRIES) -> list[Any]:
     failures = 0
     pos = 0
     while failures < max_tries:
-        brace, bracket = text.find("{", pos), text.find("[", pos)
-        candidates = [p for p in (brace, bracket) if p >= 0]
-        if not candidates:
+        start = _next_start(text, pos)
+        if start < 0:
             break
-        start = min(candidates)
         try:
             value, end, _ = _decode(text, start)
         except _StrictJsonError:
