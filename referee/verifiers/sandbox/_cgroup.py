@@ -217,13 +217,21 @@ def create(memory_bytes: int, processes: int, disk_bytes: int) -> WorkerCgroup:
         raise OSError(why)
     _sweep(tree)
     name = f"{_PREFIX}{os.getpid()}-{next(_counter)}"
-    cgroup = _make(tree, name, memory_bytes + disk_bytes + SLACK, processes + PIDS_SLACK)
+    # Ours from before it is made: another thread's sweep must not take it for a dead worker's
+    # between its mkdir and its first limit (that write then fails with ENODEV).
+    dirs = [os.path.join(parent, name) for parent in (tree.memory, tree.pids) if parent]
     with _lock:
         if not _made:
             atexit.register(_remove_ours)
-        for where in cgroup.dirs:
+        for where in dirs:
             _made[where] = time.monotonic()
-    return cgroup
+    try:
+        return _make(tree, name, memory_bytes + disk_bytes + SLACK, processes + PIDS_SLACK)
+    except OSError:
+        with _lock:
+            for where in dirs:
+                _made.pop(where, None)
+        raise
 
 
 def _sweep(tree: _Tree) -> None:
@@ -240,9 +248,9 @@ def _sweep(tree: _Tree) -> None:
                 where = os.path.join(parent, name)
                 owner = name[len(_PREFIX) :].split("-")[0]
                 if owner == str(os.getpid()):
-                    with _lock:
-                        young = now - _made.get(where, 0.0) < _STALE_AFTER
-                    if young:
+                    with _lock:  # not in _made: the probe, being made and removed
+                        made = _made.get(where)
+                    if made is None or now - made < _STALE_AFTER:
                         continue
                 elif not owner.isdigit() or os.path.exists(f"/proc/{owner}"):
                     continue

@@ -8,10 +8,12 @@ error or failure, the host's limits held.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -414,3 +416,27 @@ def test_docker_memfd_pages_count_against_the_containers_memory(docker_box: Work
     result = docker_box.run(job)
     assert not result.ok
     assert b"held" not in result.stdout
+
+
+def test_a_sweep_leaves_a_cgroup_another_thread_is_making(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Workers start on several threads: one thread's sweep ran between another's mkdir and its
+    # first limit, took the empty cgroup for a dead worker's and removed it; the limit's write
+    # then failed with ENODEV and a correct patch got Failure("sandbox").
+    if _cgroup.problem() is not None:
+        pytest.skip(f"no cgroup per worker here: {_cgroup.problem()}")
+    make, seen = _cgroup._make, []
+
+    def make_then_sweep(tree: Any, name: str, memory_bytes: int, pids: int) -> Any:
+        made = make(tree, name, memory_bytes, pids)
+        _cgroup._sweep(tree)  # another thread's create, now
+        seen.extend(os.path.isdir(where) for where in made.dirs)
+        return made
+
+    monkeypatch.setattr(_cgroup, "_make", make_then_sweep)
+    cgroup = _cgroup.create(64 << 20, 8, 8 << 20)
+    try:
+        assert seen and all(seen)
+    finally:
+        for where in cgroup.dirs:
+            with contextlib.suppress(FileNotFoundError):
+                os.rmdir(where)
