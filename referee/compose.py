@@ -31,7 +31,7 @@ offset or clip bound is refused when the reward is built, and a total (or a per-
 that still comes out non-finite (an overflow: ``1e308 * 10``) is ``Failure("invalid_value")``
 naming the component that made it, never a NaN handed to a trainer.
 
-Each component scores under its own deadline. A combination's `timeout` bounds one rollout's
+Each component scores under its own deadline. A combination's `deadline` bounds one rollout's
 whole scoring through it (all components must be sync: inline scoring is what it bounds);
 past it, that rollout's total is ``Failure("timeout")``.
 """
@@ -42,7 +42,7 @@ import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeAlias, cast, get_args
+from typing import Any, Literal, TypeAlias, cast, get_args
 
 from referee.deadline import check_timeout, each, run
 from referee.errors import VerifierTimeout
@@ -164,8 +164,9 @@ class Combined(RewardBase):
         failure_value: The value counted under ``on_failure: value``, for the components that
             do not say.
         floor: The total where a gate is not passed.
-        timeout: Seconds one rollout may take through the whole combination (None: each
+        deadline: Seconds one rollout may take through the whole combination (None: each
             component is bounded by its own deadline only).
+        timeout: Deprecated: the old spelling of `deadline`.
         on_none: Deprecated: the old spelling of `on_failure` (``skip`` is ``omit``).
         none_value: Deprecated: the old spelling of `failure_value`.
     """
@@ -176,6 +177,7 @@ class Combined(RewardBase):
     failure_value: float = 0.0
     floor: float = 0.0
     name: str = "combined"
+    deadline: float | None = None
     timeout: float | None = None
     on_none: NonePolicy | None = None
     none_value: float | None = None
@@ -192,7 +194,7 @@ class Combined(RewardBase):
                 f"{self.name}: on_failure must be one of {' | '.join(_POLICIES)}, "
                 f"got {self.on_failure!r}"
             )
-        self.timeout = check_timeout(self.timeout, self.name)
+        self.deadline = _deadline_of(self, 4)
         names = [c.name for c in self.components]
         if not names:
             raise ValueError(f"{self.name}: a combination needs at least one component")
@@ -213,11 +215,11 @@ class Combined(RewardBase):
                 self._segments.append(([comp], sync))
         if self.mode in ("weighted", "mean") and self._total_weight <= 0:
             raise ValueError(f"{self.name}: the weights of a {self.mode} combination sum to 0")
-        if self.timeout is not None and not self._sync:
+        if self.deadline is not None and not self._sync:
             slow = [c.name for c in self.components if not is_sync(c.reward)]
             raise ValueError(
-                f"{self.name}: a timeout on a combination bounds inline scoring, but "
-                f"{', '.join(slow)} cannot score inline; set timeout on the components instead"
+                f"{self.name}: a deadline on a combination bounds inline scoring, but "
+                f"{', '.join(slow)} cannot score inline; set deadline on the components instead"
             )
 
     def children(self) -> Sequence[Part]:
@@ -246,20 +248,19 @@ class Combined(RewardBase):
     def is_sync(self) -> bool:
         return self._sync
 
-    @property
-    def deadline_seconds(self) -> float | None:
-        """`timeout`: the combination's own bound, if any (its components carry theirs)."""
-        return self.timeout
+    def default_deadline(self) -> float | None:
+        """None: its components carry their own deadlines."""
+        return None
 
     def score_sync(self, rollout: Rollout) -> Score:
         """Score one rollout, component after component (inline when every one is sync)."""
         if not self._sync:
             return super().score_sync(rollout)
-        if self.timeout is None:  # `_score_inline`, written out: the fast path of every spec
+        if self.deadline is None:  # `_score_inline`, written out: the fast path of every spec
             per: dict[str, Score] = {}
             return self._total(per, self._check_run(self.components, rollout, per))
         try:
-            return run(self._score_inline, rollout, self.timeout, self.name)
+            return run(self._score_inline, rollout, self.deadline, self.name)
         except VerifierTimeout as exc:
             return Score.failed("timeout", str(exc), self.name)
 
@@ -495,6 +496,21 @@ class Combined(RewardBase):
         return values[0]  # cascade: the first component that gave a value
 
 
+def _deadline_of(reward: Any, stacklevel: int) -> float | None:
+    """A combination's (or final_answer's) `deadline`, from its deprecated `timeout` where that
+    is the one given (with a DeprecationWarning at the caller's line)."""
+    if reward.timeout is not None:
+        if reward.deadline is not None:
+            raise ValueError(f"{reward.name}: give deadline alone (timeout is its old spelling)")
+        warnings.warn(
+            f"{reward.name}: timeout is deprecated here; name it deadline (the same behaviour)",
+            DeprecationWarning,
+            stacklevel=stacklevel,
+        )
+        reward.deadline, reward.timeout = reward.timeout, None
+    return check_timeout(reward.deadline, reward.name)
+
+
 def _wrap_failure(s: Score, comp: Component) -> Failure:
     """The total's Failure for a component that gave no value: the component's own type and
     message, prefixed by its name, and `where` naming the component (dotted where the failure
@@ -574,8 +590,7 @@ class Transform(RewardBase):
     def children(self) -> Sequence[Part]:
         return [Part(self.reward.name, self.reward)]
 
-    @property
-    def deadline_seconds(self) -> float | None:
+    def default_deadline(self) -> float | None:
         """None: the inner reward carries the deadline."""
         return None
 

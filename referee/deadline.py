@@ -68,7 +68,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Coroutine, Generator, Sequence
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar, cast
 
 from referee.errors import RewardError, VerifierTimeout
 
@@ -81,6 +81,7 @@ __all__ = [
     "check_timeout",
     "each",
     "run",
+    "run_in_thread",
     "within",
 ]
 
@@ -431,6 +432,41 @@ def each(fn: Callable[[A], T], items: Sequence[A]) -> list[T]:
     finally:
         _disarm(slot)
     return out
+
+
+def run_in_thread(fn: Callable[[A], T], arg: A, seconds: float | None, name: str) -> T:
+    """``fn(arg)`` in a thread of its own, waited for `seconds` (``run_in: thread``).
+
+    Past them the caller stops waiting and gets `VerifierTimeout`; the thread is also
+    interrupted between bytecodes (`run`), and otherwise left to end on its own: a check that
+    blocks without the interpreter lock (a sleep, I/O) costs the caller no more than its
+    deadline. One that spins in C holding the lock stalls every thread until it returns:
+    that takes ``run_in: process`` (`referee.workers`).
+
+    Raises:
+        VerifierTimeout: `fn` ran past `seconds`.
+    """
+    box: list[Any] = []
+
+    def target() -> None:
+        try:
+            box.append((True, run(fn, arg, seconds, name)))
+        except BaseException as exc:  # handed to the caller
+            box.append((False, exc))
+
+    start = _monotonic()
+    thread = threading.Thread(target=target, name=f"referee-check-{name}", daemon=True)
+    thread.start()
+    thread.join(None if seconds is None else seconds + _THREAD_GRACE)
+    if not box:
+        raise _timeout(name, start, seconds or 0.0)
+    ok, value = box[0]
+    if ok:
+        return cast(T, value)
+    raise value
+
+
+_THREAD_GRACE: Final = 0.02  # seconds: the in-thread interrupt of a Python loop comes first
 
 
 # --- coroutines ---------------------------------------------------------------------------

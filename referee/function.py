@@ -5,12 +5,14 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+import warnings
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias, cast, overload
 
 from referee.deadline import check_timeout
 from referee.reward import AsyncReward, CheckReward, RewardResult
 from referee.rollout import Rollout
+from referee.workers import RunIn, check_run_in
 
 __all__ = ["AsyncFunctionReward", "FunctionReward", "RewardFunction", "reward"]
 
@@ -20,16 +22,25 @@ class _FunctionPickling:
 
     fn: Callable[[Rollout], Any]
     name: str
-    timeout: float | None
 
     def __init__(
-        self, fn: Callable[[Rollout], Any], name: str | None = None, timeout: float | None = None
+        self,
+        fn: Callable[[Rollout], Any],
+        name: str | None = None,
+        deadline: float | None = None,
+        run_in: RunIn | None = None,
     ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
-        self.timeout = check_timeout(timeout, self.name)
+        self.deadline = check_timeout(deadline, self.name)
+        self.run_in = check_run_in(run_in, self.name)
         # The instance stands for the function: its name, docstring and module.
         functools.update_wrapper(cast(Any, self), fn)
+
+    def by_value(self) -> tuple[Any, ...]:
+        """How to rebuild it from its function (what a fresh interpreter does where its
+        module cannot be imported: a function of ``__main__``)."""
+        return (type(self), (self.fn, self.name, self.deadline, self.run_in))
 
     def __reduce__(self) -> str | tuple[Any, ...]:
         module = sys.modules.get(self.fn.__module__)
@@ -38,15 +49,16 @@ class _FunctionPickling:
             target = getattr(target, part, None)
         if target is self:
             return self.fn.__qualname__
-        return (type(self), (self.fn, self.name, self.timeout))
+        return self.by_value()
 
 
 class FunctionReward(_FunctionPickling, CheckReward):
     """A synchronous function of a rollout, as a Reward (made by `@reward`).
 
     Attributes:
-        timeout: Seconds one call may take before it is stopped and scores
+        deadline: Seconds one call may take before it is stopped and scores
             ``Failure("timeout")``; None: `referee.deadline.DEFAULT_TIMEOUT`.
+        run_in: Where it runs (`referee.workers.RunIn`); None: in a worker process.
     """
 
     fn: Callable[[Rollout], RewardResult]
@@ -79,10 +91,20 @@ RewardFunction: TypeAlias = Callable[[Rollout], RewardResult | Awaitable[RewardR
 def reward(fn: RewardFunction, /) -> FunctionReward | AsyncFunctionReward: ...
 @overload
 def reward(
-    *, name: str | None = None, timeout: float | None = None
+    *,
+    name: str | None = None,
+    deadline: float | None = None,
+    run_in: RunIn | None = None,
+    timeout: float | None = None,
 ) -> Callable[[RewardFunction], FunctionReward | AsyncFunctionReward]: ...
 def reward(
-    fn: RewardFunction | None = None, /, *, name: str | None = None, timeout: float | None = None
+    fn: RewardFunction | None = None,
+    /,
+    *,
+    name: str | None = None,
+    deadline: float | None = None,
+    run_in: RunIn | None = None,
+    timeout: float | None = None,
 ) -> (
     FunctionReward
     | AsyncFunctionReward
@@ -92,20 +114,47 @@ def reward(
 
     The function may be sync or async and may return a float, a bool, a `Score`, or None (no
     score: it becomes a `Failure`, never 0). Exceptions it raises become Failures too. A call
-    that runs past `timeout` seconds (default: `referee.deadline.DEFAULT_TIMEOUT`) is stopped
-    and scores ``Failure("timeout")``, whether it loops, computes or awaits.
+    that runs past `deadline` seconds (default: `referee.deadline.DEFAULT_TIMEOUT`) is stopped
+    and scores ``Failure("timeout")``, whether it loops, computes in C, sleeps or awaits.
+
+    A sync function runs in a worker process (`referee.workers`) unless `run_in` says
+    ``inline`` or ``thread``: referee cannot know that it never spins in C, where only killing
+    its process stops it. It must then pickle: a module-level function travels by reference,
+    one of ``__main__``, a notebook or a closure by value. An async function runs on the event
+    loop (its deadline is ``asyncio.timeout``); keep its computing short, or make it sync.
+
+    Args:
+        fn: The function (when used without arguments).
+        name: The reward's name (default: the function's).
+        deadline: Seconds per call.
+        run_in: ``inline``, ``thread`` or ``process`` (`referee.workers.RunIn`).
+        timeout: Deprecated: the old name of `deadline`.
 
     Example:
         ```python
-        @referee.reward(timeout=2)
+        @referee.reward(deadline=2)
         def short(rollout: referee.Rollout) -> float:
             return 1.0 if len(rollout.completion_text) < 200 else 0.0
         ```
     """
+    if timeout is not None:
+        if deadline is not None:
+            raise ValueError("give deadline alone: timeout is its old name")
+        warnings.warn(
+            "referee.reward(timeout=...) is deprecated; name it deadline (the same behaviour)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        deadline = timeout
 
     def wrap(f: RewardFunction) -> FunctionReward | AsyncFunctionReward:
         if inspect.iscoroutinefunction(f):
-            return AsyncFunctionReward(f, name, timeout)
-        return FunctionReward(f, name, timeout)
+            if run_in not in (None, "inline"):
+                raise ValueError(
+                    f"{name or f.__name__}: an async function runs on the event loop; "
+                    f"run_in={run_in!r} takes a sync function"
+                )
+            return AsyncFunctionReward(f, name, deadline)
+        return FunctionReward(f, name, deadline, run_in)
 
     return wrap if fn is None else wrap(fn)

@@ -33,13 +33,21 @@ one rollout becomes a `Failure` on that rollout's `Score`; it never escapes into
 loop and is never turned into 0.
 
 Every reward scores under a deadline (`referee.deadline`): ``deadline_seconds`` per rollout
-(per group for a group reward), from its ``timeout``, else `DEFAULT_TIMEOUT`. Past it the
-rollout gets ``Failure("timeout")`` and the work is stopped; the rest of the batch is scored
-as usual. Set it with ``@referee.reward(timeout=2)``, a class attribute (``timeout = 2.0``; in
-a dataclass, ``timeout: ClassVar[float] = 2.0``), ``reward.timeout = 2.0``, or ``timeout: 2``
-in a spec. A reward that declares a ``timeout`` field of its own (`math_answer`, the code
-rewards) keeps that option's meaning, and its deadline is a backstop derived from it
-(`RewardBase.deadline_seconds`); a judge's derives from its client's timeout and retries.
+(per group for a group reward), its ``deadline`` when set, else its class's
+`RewardBase.default_deadline` (`DEFAULT_TIMEOUT`, or one derived from the reward's own options:
+`math_answer`'s and the code rewards' ``timeout``, a judge client's retries). Past it the
+rollout gets ``Failure("timeout")`` and the work is stopped; the rest of the batch is scored as
+usual. Set it with ``@referee.reward(deadline=2)``, a class attribute (``deadline = 2.0``; in a
+dataclass, ``deadline: ClassVar[float] = 2.0``), ``reward.deadline = 2.0``, or ``deadline: 2``
+in a spec. ``timeout`` is a reward's own option where its class declares one; the old use of
+``timeout`` for the deadline still works, with a `DeprecationWarning`, where it cannot mean an
+option (a class that declares none).
+
+Where a check runs is its ``run_in`` (`referee.workers.RunIn`): ``inline`` in the caller's
+thread (referee's built-ins, whose cost is bounded), ``thread``, or ``process``: a worker
+process killed at the deadline, the default for a `CheckReward` of your own and for
+``@referee.reward`` functions, since a check that spins in C cannot be interrupted in-process
+(`referee.workers`).
 
 A reward made of rewards (a combination, a transform, `final_answer`) says what it contains
 with `children()`, a sequence of `Part`; `walk`, `needs_groups`, `needs` and `top_components`
@@ -55,8 +63,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
+import inspect
 import logging
+import sys
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import (
@@ -75,10 +85,11 @@ from typing import (
 from pydantic import ConfigDict
 
 from referee._aio import run_sync
-from referee.deadline import DEFAULT_TIMEOUT, each, run, within
+from referee.deadline import DEFAULT_TIMEOUT, check_timeout, each, run, run_in_thread, within
 from referee.errors import RewardError, VerifierTimeout
 from referee.rollout import Rollout
 from referee.score import Score, check_value
+from referee.workers import RunIn, in_worker, pool
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
@@ -112,9 +123,9 @@ logger = logging.getLogger("referee")
 DEFAULT_CONCURRENCY = 64
 """How many rollouts an async reward scores at once when the caller does not say."""
 
-# A reward's own `timeout` field bounds its work itself; referee's deadline is a backstop
-# far enough past it that the reward's own handling (math_answer killing a stuck worker, a
-# sandbox case or a queue of them) always comes first.
+# A reward's own `timeout` option bounds its work itself; referee's deadline is a backstop far
+# enough past it that the reward's own handling (math_answer killing a stuck worker, a sandbox
+# case or a queue of them) always comes first (`RewardBase.backstop`).
 _BACKSTOP_FACTOR = 10.0
 _BACKSTOP_SLACK = 60.0
 
@@ -330,18 +341,21 @@ def failure_from_exception(exc: Exception, where: str) -> Score:
 # --- the base classes ----------------------------------------------------------------------
 
 
-_OWN_TIMEOUT: dict[type[Any], bool] = {}
-
-
-def _owns_timeout(cls: type[Any]) -> bool:
-    """Whether a reward class declares a `timeout` field of its own (an option it enforces);
-    ``timeout: ClassVar[float]`` on a dataclass is the deadline, not a field."""
-    own = _OWN_TIMEOUT.get(cls)
-    if own is None:
-        own = _OWN_TIMEOUT[cls] = dataclasses.is_dataclass(cls) and any(
-            f.name == "timeout" for f in dataclasses.fields(cls)
-        )
-    return own
+def _deprecated_timeout(owner: str, stacklevel: int | None = None) -> None:
+    """Warn that `owner` names its deadline ``timeout``, at the caller's line (`stacklevel`;
+    None: the first frame outside referee and abc, where a class statement is)."""
+    if stacklevel is None:
+        frame, stacklevel = sys._getframe(1), 2
+        while frame.f_back is not None and (
+            frame.f_code.co_filename == __file__ or "abc" in frame.f_code.co_filename
+        ):
+            frame, stacklevel = frame.f_back, stacklevel + 1
+    warnings.warn(
+        f"{owner}: timeout as the deadline is deprecated; name it deadline "
+        "(timeout is a reward's own option where its class declares one)",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
 
 
 class RewardBase(ABC):
@@ -352,21 +366,44 @@ class RewardBase(ABC):
 
     Attributes:
         name: The reward's name (components, failures and logs use it).
-        timeout: Seconds one rollout (a group, for a group reward) may take; None: the
-            default (`deadline_seconds`). A class attribute every reward has: set it on your
-            class, on an instance, or with ``timeout:`` in a spec.
+        deadline: Seconds one rollout (a group, for a group reward) may take; None: the
+            class's `default_deadline`. A class attribute every reward has: set it on your
+            class, on an instance, or with ``deadline:`` in a spec.
+        run_in: Where its check runs (`referee.workers.RunIn`); None: the class's
+            `default_run_in`.
     """
 
     name: str
-    timeout: float | None = None
-    # (the `timeout` it was computed for, `deadline_seconds`): read once per timeout on the
-    # inline path, where a property call per rollout would be a measurable share of a check.
-    _deadline: tuple[object, float | None] = (object(), None)
+    deadline: float | None = None
+    run_in: RunIn | None = None
+    default_run_in: ClassVar[RunIn] = "inline"
+    """Where the class's checks run when ``run_in`` is not set."""
     # Spec options are validated by pydantic against the reward's dataclass fields: an unknown
     # option is an error, not silently dropped. Fields typed `Reward` hold rewards.
     __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(
         extra="forbid", arbitrary_types_allowed=True
     )
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # The old spelling: a plain ``timeout = 2.0`` (or ``timeout: ClassVar[float]``) on a
+        # class is its deadline. An annotated ``timeout`` (a dataclass field) is an option.
+        if "timeout" in cls.__dict__ and "deadline" not in cls.__dict__:
+            hint = str(inspect.get_annotations(cls).get("timeout", "ClassVar"))
+            if "ClassVar" in hint and not isinstance(cls.__dict__["timeout"], property):
+                _deprecated_timeout(f"class {cls.__name__}")
+                cls.deadline = cls.__dict__["timeout"]
+
+    @property
+    def timeout(self) -> float | None:
+        """Deprecated: the old name of `deadline`, where a class declares no ``timeout``
+        option of its own."""
+        return self.deadline
+
+    @timeout.setter
+    def timeout(self, value: float | None) -> None:
+        _deprecated_timeout(self.name, 3)
+        self.deadline = check_timeout(value, self.name)
 
     def __getstate__(self) -> dict[str, Any]:
         # Compiled state (validators, regexes, caches) lives in attributes starting with "_"
@@ -378,6 +415,11 @@ class RewardBase(ABC):
         post_init = getattr(self, "__post_init__", None)
         if post_init is not None:
             post_init()
+
+    @property
+    def runs_in(self) -> RunIn:
+        """Where this reward's checks run: ``run_in``, else the class's `default_run_in`."""
+        return self.run_in or self.default_run_in
 
     def children(self) -> Sequence[Part]:
         """The rewards inside this one (none for a plain reward)."""
@@ -404,23 +446,23 @@ class RewardBase(ABC):
     def deadline_seconds(self) -> float | None:
         """Seconds referee lets one rollout (one group) take; None: no deadline of its own.
 
-        The rule, in order:
-
-        - a reward that declares a ``timeout`` field of its own (`math_answer`, the code
-          rewards) enforces that option itself; this is a backstop behind it,
-          ``10 * timeout + 60``;
-        - else ``timeout``, when set;
-        - else `DEFAULT_TIMEOUT`.
-
-        Override it where a class knows better: a composite returns None (its parts carry
-        their own deadlines), a judge (`referee.judges.JudgeOptions`) its client's worst case.
+        ``deadline`` when set, else `default_deadline`. Override `default_deadline`, not
+        this, where a class knows better.
         """
-        timeout = self.timeout
-        if timeout is not None and _owns_timeout(type(self)):
-            return _BACKSTOP_FACTOR * timeout + _BACKSTOP_SLACK
-        if timeout is not None:
-            return timeout
+        deadline = self.deadline
+        return self.default_deadline() if deadline is None else deadline
+
+    def default_deadline(self) -> float | None:
+        """The deadline where ``deadline`` is not set: `DEFAULT_TIMEOUT`. A class with a
+        ``timeout`` option of its own returns `backstop` of it; a composite None (its parts
+        carry their own deadlines); a judge its client's worst case."""
         return DEFAULT_TIMEOUT
+
+    @staticmethod
+    def backstop(own_timeout: float) -> float:
+        """The deadline behind a reward's own ``timeout`` option: ``10 * timeout + 60``, so
+        that the reward's own handling of its timeout always comes first."""
+        return _BACKSTOP_FACTOR * own_timeout + _BACKSTOP_SLACK
 
     @property
     def is_sync(self) -> bool:
@@ -447,12 +489,21 @@ class RewardBase(ABC):
 
 
 class CheckReward(RewardBase):
-    """Base class of CPU-bound rewards: implement `check(rollout)`; it runs inline, no threads.
+    """Base class of CPU-bound rewards: implement `check(rollout)`.
 
-    `score_batch` is a plain loop: for deterministic checks, event-loop tasks would cost more
-    than the check itself. A check past its deadline (`deadline_seconds`) is interrupted
-    where it is and scores ``Failure("timeout")``.
+    Where the check runs is ``run_in`` (`referee.workers.RunIn`): a class of yours runs in a
+    worker process by default (``default_run_in = "process"``), killed at its deadline, since
+    referee cannot know that your check never spins in C; referee's built-ins, whose cost is
+    bounded, say ``inline``. Inline, `score_batch` is a plain loop (for deterministic checks,
+    event-loop tasks would cost more than the check itself) and a check past its deadline
+    (`deadline_seconds`) is interrupted between bytecodes. Either way the rollout scores
+    ``Failure("timeout")``.
     """
+
+    default_run_in: ClassVar[RunIn] = "process"
+    # (the `deadline` it was computed for, `deadline_seconds`): read once per deadline on the
+    # inline path, where a property call per rollout would be a measurable share of a check.
+    _deadline: tuple[object, float | None] = (object(), None)
 
     @abstractmethod
     def check(self, rollout: Rollout) -> RewardResult:
@@ -460,27 +511,50 @@ class CheckReward(RewardBase):
 
     @property
     def is_sync(self) -> bool:
-        return True
+        """True unless it runs in a worker process (then batches go to the pool at once)."""
+        return (self.run_in or self.default_run_in) != "process" or in_worker()
+
+    def _seconds(self) -> float | None:
+        deadline = self._deadline
+        if deadline[0] is not self.deadline:
+            deadline = (self.deadline, self.deadline_seconds)
+            with contextlib.suppress(AttributeError):  # a slotted class keeps no cache
+                self._deadline = deadline
+        return deadline[1]
 
     def score_sync(self, rollout: Rollout) -> Score:
-        """`check` under the deadline, with exceptions and bad values turned into Failures."""
+        """`check` under the deadline, where `runs_in` says, with exceptions and bad values
+        turned into Failures."""
+        where = self.run_in or self.default_run_in
+        if where == "inline" or in_worker():
+            return self.score_inline(rollout, self._seconds())
+        if where == "process":
+            return pool().score(self, [rollout])[0]
         try:
-            deadline = self._deadline
-            if deadline[0] is not self.timeout:
-                deadline = (self.timeout, self.deadline_seconds)
-                with contextlib.suppress(AttributeError):  # a slotted class keeps no cache
-                    self._deadline = deadline
-            return coerce_result(run(self.check, rollout, deadline[1], self.name), self.name)
+            result = run_in_thread(self.check, rollout, self._seconds(), self.name)
+            return coerce_result(result, self.name)
+        except Exception as exc:
+            return failure_from_exception(exc, self.name)
+
+    def score_inline(self, rollout: Rollout, seconds: float | None) -> Score:
+        """`check` in this thread, stopped after `seconds` (between bytecodes)."""
+        try:
+            return coerce_result(run(self.check, rollout, seconds, self.name), self.name)
         except Exception as exc:
             return failure_from_exception(exc, self.name)
 
     async def score(self, rollout: Rollout) -> Score:
-        return self.score_sync(rollout)
+        if self.is_sync:
+            return self.score_sync(rollout)
+        return (await self.score_batch([rollout]))[0]
 
     async def score_batch(
         self, rollouts: Sequence[Rollout], *, concurrency: int | None = None
     ) -> list[Score]:
-        return each(self.score_sync, rollouts)
+        if self.is_sync:
+            return each(self.score_sync, rollouts)
+        # In the worker pool, from a thread: the event loop goes on meanwhile.
+        return await asyncio.to_thread(pool().score, self, rollouts)
 
 
 async def gather_bounded(
@@ -611,7 +685,8 @@ def score(
 
     A sync reward scores inline, each rollout under its deadline (a reward of your own that
     does not subclass referee's bases is bounded here, by its ``deadline_seconds`` or
-    ``timeout`` attribute, else `DEFAULT_TIMEOUT`).
+    ``deadline`` attribute, else `DEFAULT_TIMEOUT`); one that runs in worker processes
+    (``run_in: process``) sends them the whole batch.
 
     Raises:
         TypeError: `rollouts` is one Rollout (or a string or a mapping), not an iterable of
@@ -644,7 +719,11 @@ def score(
 
 def _bounded(reward: SyncReward) -> Callable[[Rollout], Score]:
     """`reward.score_sync` under a deadline, for a reward that does not bound its own."""
-    seconds = getattr(reward, "deadline_seconds", None) or getattr(reward, "timeout", None)
+    seconds = (
+        getattr(reward, "deadline_seconds", None)
+        or getattr(reward, "deadline", None)
+        or getattr(reward, "timeout", None)  # the old name
+    )
     limit = DEFAULT_TIMEOUT if seconds is None else float(seconds)
     name, check = reward.name, reward.score_sync
 

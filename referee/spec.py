@@ -24,11 +24,15 @@ combination's ``on_failure: omit | fail | value`` (with ``failure_value``): it s
 with a `FutureWarning` naming the file, the key and the new spelling.
 
 Any reward or combination may also take ``scale``, ``offset`` and ``clip: [low, high]``, and
-``timeout``: the seconds one rollout may take through it before it is stopped and scores
-``Failure("timeout")`` (default `referee.deadline.DEFAULT_TIMEOUT` per reward). A type with a
-``timeout`` option of its own (``math_answer``, the code rewards, a judge's client) keeps that
-option's meaning (see `RewardBase.deadline_seconds`). A combination's ``timeout`` bounds the
-whole of a rollout's inline scoring; its components must then all be sync. A component
+``deadline``: the seconds one rollout may take through it before it is stopped and scores
+``Failure("timeout")`` (default `referee.deadline.DEFAULT_TIMEOUT` per reward, or one derived
+from the type's own options: see `RewardBase.default_deadline`). A combination's ``deadline``
+bounds the whole of a rollout's inline scoring; its components must then all be sync. A
+reward's ``run_in: inline | thread | process`` says where its check runs
+(`referee.workers.RunIn`; only a check type can run in a thread or a process). ``timeout`` is
+a type's own option where the type declares one (``math_answer``, the code rewards, a judge's
+client); elsewhere it is the deprecated spelling of ``deadline`` and loads with a
+`FutureWarning`.A component
 written as a bare string is a type with default options (``valid: json_valid``).
 Options ending in ``_file`` that hold relative paths resolve against the spec file's folder.
 
@@ -46,7 +50,7 @@ import typing
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, cast, get_args
 
 import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -64,16 +68,16 @@ from referee.compose import (
 )
 from referee.deadline import check_timeout
 from referee.errors import SpecError
-from referee.judges import JudgeOptions
 from referee.judges.options import CLIENT_OPTIONS
 from referee.registry import lookup, registered_types
-from referee.reward import GroupReward, Reward, RewardBase, SyncReward, is_sync
-from referee.reward import _owns_timeout as owns_timeout
+from referee.reward import CheckReward, GroupReward, Reward, RewardBase, SyncReward, is_sync
+from referee.workers import RUN_IN, RunIn
 
 __all__ = ["load"]
 
 _COMBINE_KEYS = {"name", "description", "version", "combine", "components", "on_failure",
-                 "failure_value", "on_none", "none_value", "floor", "timeout"}  # fmt: skip
+                 "failure_value", "on_none", "none_value", "floor", "deadline",
+                 "timeout"}  # fmt: skip
 _POLICY_KEYS = {"on_failure", "failure_value"}
 _COMPONENT_KEYS = {"weight", "gate", "threshold", *_POLICY_KEYS}
 _TRANSFORM_KEYS = {"scale", "offset", "clip"}
@@ -145,12 +149,6 @@ def _option_names(cls: type[Any]) -> list[str]:
     if dataclasses.is_dataclass(cls):
         return [f.name for f in dataclasses.fields(cls) if f.init and f.name != "name"]
     return []
-
-
-def _owns_timeout(cls: type[Any]) -> bool:
-    """Whether a type's ``timeout`` is an option of its own (math_answer's, the code rewards',
-    a judge client's), rather than the deadline every reward takes."""
-    return owns_timeout(cls) or issubclass(cls, JudgeOptions)
 
 
 def _reward_options(cls: type[Any]) -> tuple[str, ...]:
@@ -246,9 +244,14 @@ class _Loader:
             if isinstance(options.get(key), Mapping):
                 options[key] = self.reward(options[key], (*path, key), key)
         allowed = _option_names(cls)
-        deadline = None
-        if "timeout" in options and not _owns_timeout(cls):
-            deadline = self.timeout(options.pop("timeout"), path)
+        own = {*allowed, *(CLIENT_OPTIONS if "client" in allowed else ())}
+        deadline = run_in = None
+        if "deadline" in options and "deadline" not in own:
+            deadline = self.seconds(options.pop("deadline"), path, "deadline")
+        if "timeout" in options and "timeout" not in own:  # the old spelling of deadline
+            deadline = self.old_timeout(options.pop("timeout"), deadline, path)
+        if "run_in" in options and "run_in" not in own:
+            run_in = self.run_in(options.pop("run_in"), path, cls, kind)
         for key, value in options.items():
             if key.endswith("_file") and isinstance(value, str) and not os.path.isabs(value):
                 options[key] = str(self.base / value)
@@ -264,31 +267,67 @@ class _Loader:
             raise self.error(
                 f"type {kind!r} does not build a Reward", (*path, "type"), found=reward
             )
-        if deadline is not None:
-            self.set_timeout(reward, deadline, path, kind)
-        return reward
+        if deadline is not None or run_in is not None:
+            if not isinstance(reward, RewardBase):
+                key = "deadline" if deadline is not None else "run_in"
+                raise self.error(
+                    f"type {kind!r} takes no {key} (its class bounds its own scoring)",
+                    (*path, key),
+                )
+            if deadline is not None:
+                reward.deadline = deadline
+            if run_in is not None:
+                reward.run_in = run_in
+        return cast(Reward, reward)
 
-    def set_timeout(self, reward: Reward, seconds: float, path: Path_, kind: str) -> None:
-        """Give a built reward the deadline its spec set."""
-        if not isinstance(reward, RewardBase):
-            raise self.error(
-                f"type {kind!r} takes no timeout (its class bounds its own scoring)",
-                (*path, "timeout"),
-                found=seconds,
-            )
-        reward.timeout = seconds
-
-    def timeout(self, value: Any, path: Path_) -> float | None:
-        """A spec's ``timeout``: seconds, positive."""
+    def seconds(self, value: Any, path: Path_, key: str) -> float | None:
+        """A spec's ``deadline`` (or its old spelling): seconds, positive."""
         try:
-            return check_timeout(value, "timeout")
+            return check_timeout(value, key)
         except ValueError:
             raise self.error(
-                "timeout must be a positive number of seconds",
+                f"{key} must be a positive number of seconds",
+                (*path, key),
+                found=value,
+                expected="deadline: 2",
+            ) from None
+
+    def old_timeout(self, value: Any, deadline: float | None, path: Path_) -> float | None:
+        """``timeout`` where it can only mean the deadline: its value, with a warning."""
+        if deadline is not None:
+            raise self.error(
+                "give deadline alone: timeout is its deprecated spelling here",
                 (*path, "timeout"),
                 found=value,
-                expected="timeout: 2",
-            ) from None
+                expected="deadline: ...",
+            )
+        seconds = self.seconds(value, path, "timeout")
+        where = ".".join(str(p) for p in (*path, "timeout"))
+        warnings.warn_explicit(
+            f"{self.source}: {where}: timeout as the deadline is deprecated; write deadline: "
+            f"{value} (the same behaviour; timeout is a reward's own option where its type "
+            "declares one)",
+            FutureWarning,
+            filename=self.source,
+            lineno=self._line_of("timeout"),
+        )
+        return seconds
+
+    def run_in(self, value: Any, path: Path_, cls: type[Any], kind: str) -> RunIn:
+        """A spec's ``run_in``, for a type that can run there."""
+        if value not in RUN_IN:
+            raise self.error(
+                "unknown run_in", (*path, "run_in"), found=value, expected=" | ".join(RUN_IN)
+            )
+        if value != "inline" and not issubclass(cls, CheckReward):
+            raise self.error(
+                f"{kind} runs on the event loop (it waits, it does not compute): only a check "
+                "type runs in a thread or a process",
+                (*path, "run_in"),
+                found=value,
+                expected="run_in: inline (or leave it out)",
+            )
+        return cast(RunIn, value)
 
     def _from_pydantic(
         self, exc: ValidationError, path: Path_, kind: str, allowed: list[str]
@@ -298,7 +337,7 @@ class _Loader:
         loc = tuple(p for p in first["loc"] if not _is_union_tag(p))
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         if first["type"] == "unexpected_keyword_argument" or first["type"] == "extra_forbidden":
-            known = {*allowed, *_COMPONENT_KEYS, "timeout"}
+            known = {*allowed, *_COMPONENT_KEYS, "deadline", "run_in"}
             if "client" in allowed:  # a judge takes its client's options flat too
                 known |= CLIENT_OPTIONS
             found = loc[-1] if loc else None
@@ -351,7 +390,9 @@ class _Loader:
         components = [
             self.component(key, value, (*path, "components", key)) for key, value in raw.items()
         ]
-        timeout = self.timeout(data.get("timeout"), path)
+        deadline = self.seconds(data.get("deadline"), path, "deadline")
+        if "timeout" in data:
+            deadline = self.old_timeout(data["timeout"], deadline, path)
         # Read before the try: a SpecError is a ValueError, and would lose its key path there.
         floor = self.number(data, "floor", 0.0, path)
         try:
@@ -362,11 +403,12 @@ class _Loader:
                 failure_value=0.0 if failure_value is None else failure_value,
                 floor=floor,
                 name=name,
-                timeout=timeout,
+                deadline=deadline,
             )
         except ValueError as exc:
-            slow = timeout is not None and not all(is_sync(c.reward) for c in components)
-            where, found = ((*path, "timeout"), timeout) if slow else (path, None)
+            slow = deadline is not None and not all(is_sync(c.reward) for c in components)
+            key = "timeout" if "timeout" in data else "deadline"
+            where, found = ((*path, key), deadline) if slow else (path, None)
             raise self.error(str(exc), where, found=found) from None
 
     def failure_policy(

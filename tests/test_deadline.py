@@ -12,6 +12,7 @@ import pickle
 import signal
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -57,7 +58,11 @@ def in_thread(fn: Callable[[], Any]) -> Any:
         return pool.submit(fn).result(timeout=HANG)
 
 
-@referee.reward(timeout=0.2)
+# This file tests the in-process deadline (`referee.deadline`): its sync rewards run inline.
+# tests/test_workers.py tests the worker processes, the default for a function of yours.
+
+
+@referee.reward(deadline=0.2, run_in="inline")
 def spin(rollout: Rollout) -> float:
     """Loops for ever on the completion "loop"."""
     if rollout.completion_text == "loop":
@@ -66,7 +71,7 @@ def spin(rollout: Rollout) -> float:
     return 1.0
 
 
-@referee.reward(timeout=0.2)
+@referee.reward(deadline=0.2, run_in="inline")
 def spin_catching(rollout: Rollout) -> float:
     """A check that swallows every Exception: the deadline still stops it."""
     try:
@@ -77,7 +82,7 @@ def spin_catching(rollout: Rollout) -> float:
     return 1.0
 
 
-@referee.reward(timeout=0.2)
+@referee.reward(deadline=0.2)
 async def await_forever(rollout: Rollout) -> float:
     if rollout.completion_text == "loop":
         await asyncio.Event().wait()
@@ -85,7 +90,7 @@ async def await_forever(rollout: Rollout) -> float:
     return 1.0
 
 
-@referee.reward(timeout=0.2)
+@referee.reward(deadline=0.2)
 async def spin_without_awaiting(rollout: Rollout) -> float:
     await asyncio.sleep(0)
     if rollout.completion_text == "loop":
@@ -174,7 +179,7 @@ class HangingGroup(GroupRewardBase):
     """Awaits for ever on a group holding "loop"."""
 
     name = "hanging_group"
-    timeout = 0.2
+    deadline = 0.2
 
     async def evaluate_group(self, rollouts: Sequence[Rollout]) -> Sequence[RewardResult]:
         if any(r.completion_text == "loop" for r in rollouts):
@@ -193,14 +198,14 @@ class SpinningGroup(HangingGroup):
         return [1.0] * len(rollouts)
 
 
-@referee.reward(timeout=5)
+@referee.reward(deadline=5, run_in="inline")
 def spin_on_inner(rollout: Rollout) -> float:
     while rollout.completion_text == "inner":
         pass
     return 1.0
 
 
-@referee.reward(timeout=0.2)
+@referee.reward(deadline=0.2, run_in="inline")
 def spin_on_first(rollout: Rollout) -> float:
     while rollout.completion_text == "first":
         pass
@@ -211,7 +216,7 @@ def spin_on_first(rollout: Rollout) -> float:
 def test_nested_components_keep_their_own_deadlines(where: str) -> None:
     # The inner combination's 0.3s comes before its component's 5s; "first" overruns only the
     # first component's 0.2s; the other rollouts overrun nothing.
-    inner = Combined(components=[Component(name="slow", reward=spin_on_inner)], timeout=0.3)
+    inner = Combined(components=[Component(name="slow", reward=spin_on_inner)], deadline=0.3)
     # on_failure="omit": a timed-out component is left out, so the others' values show.
     total = referee.weighted(
         {"first": spin_on_first, "inner": inner, "len": JsonValid()}, on_failure="omit"
@@ -247,8 +252,8 @@ def test_a_spec_timeout_on_a_component(monkeypatch: pytest.MonkeyPatch) -> None:
     reward = referee.load({
         "components": {
             # omitted where it times out: the component after it still runs
-            "spin": {"type": "test_spin", "timeout": 0.2, "on_failure": "omit"},
-            "valid": {"type": "json_valid", "timeout": 3},
+            "spin": {"type": "test_spin", "deadline": 0.2, "on_failure": "omit"},
+            "valid": {"type": "json_valid", "deadline": 3},
         }
     })  # fmt: skip
     with no_hang():
@@ -256,21 +261,21 @@ def test_a_spec_timeout_on_a_component(monkeypatch: pytest.MonkeyPatch) -> None:
     assert scores[0].components == {"spin": 1.0, "valid": 1.0}
     assert scores[1].components == {"spin": None, "valid": 0.0}
     copy = pickle.loads(pickle.dumps(reward))
-    assert [c.reward.timeout for c in copy.components] == [0.2, 3.0]
+    assert [c.reward.deadline for c in copy.components] == [0.2, 3.0]
 
 
 def test_no_interrupt_ever_escapes_the_scope() -> None:
     # Checks about as long as their deadline, over and over: the watchdog fires as checks
     # run, as they return, between them and as scopes end. Every result is a value or a
     # timeout, and no Overrun reaches this code (it would raise here, or in the loop after).
-    @referee.reward(timeout=0.001)
+    @referee.reward(deadline=0.001, run_in="inline")
     def busy(rollout: Rollout) -> float:
         total = 0
         for i in range(len(rollout.completion_text) * 500):
             total += i
         return 1.0
 
-    nested = Combined(components=[Component(name="busy", reward=busy)], timeout=0.0015)
+    nested = Combined(components=[Component(name="busy", reward=busy)], deadline=0.0015)
     batch = [make("x" * n) for n in range(1, 200, 10)]
     end = time.monotonic() + 2.0
     seen: dict[object, int] = {}
@@ -296,7 +301,7 @@ def test_a_check_stuck_in_native_code_is_logged(
     # time.sleep does not return to the interpreter until it is done: the interrupt waits.
     monkeypatch.setattr("referee.deadline.STUCK_AFTER", 0.1)
 
-    @referee.reward(name="sleeper", timeout=0.1)
+    @referee.reward(name="sleeper", deadline=0.1, run_in="inline")
     def sleeper(rollout: Rollout) -> float:
         time.sleep(0.8)
         return 1.0
@@ -312,7 +317,7 @@ def test_a_check_that_swallows_the_interrupt_is_interrupted_again(
 ) -> None:
     monkeypatch.setattr("referee.deadline.REFIRE", 0.1)
 
-    @referee.reward(timeout=0.1)
+    @referee.reward(deadline=0.1, run_in="inline")
     def stubborn(rollout: Rollout) -> float:
         try:
             while True:
@@ -332,7 +337,7 @@ class Foreign:
 
     name = "foreign"
     is_sync = True
-    timeout = 0.2
+    deadline = 0.2
 
     def score_sync(self, rollout: Rollout) -> Score:
         while rollout.completion_text == "loop":
@@ -359,29 +364,63 @@ def spin_plain(rollout: Rollout) -> float:
     return 1.0
 
 
-class ClassTimeout(CheckReward):
-    name = "class_timeout"
-    timeout: ClassVar[float] = 0.2  # type: ignore[misc]
+class ClassDeadline(CheckReward):
+    name = "class_deadline"
+    deadline = 0.2
+    run_in = "inline"
 
     def check(self, rollout: Rollout) -> float:
         return spin_plain(rollout)
 
 
-def test_every_way_to_set_a_timeout() -> None:
-    made = referee.function.FunctionReward(spin_plain, timeout=0.2)
+def test_every_way_to_set_a_deadline() -> None:
+    made = referee.function.FunctionReward(spin_plain, deadline=0.2, run_in="inline")
     instance = JsonValid()
-    instance.timeout = 0.5
+    instance.deadline = 0.5
     assert made.deadline_seconds == 0.2
-    assert ClassTimeout().deadline_seconds == 0.2
+    assert ClassDeadline().deadline_seconds == 0.2
     assert instance.deadline_seconds == 0.5
     assert JsonValid().deadline_seconds == DEFAULT_TIMEOUT
     with no_hang():
-        assert outcome(referee.score(ClassTimeout(), BATCH)) == EXPECTED
+        assert outcome(referee.score(ClassDeadline(), BATCH)) == EXPECTED
         assert outcome(referee.score(made, BATCH)) == EXPECTED
     with pytest.raises(ValueError, match="positive"):
-        referee.reward(timeout=0)(spin_plain)
+        referee.reward(deadline=0)(spin_plain)
     with pytest.raises(ValueError, match="number of seconds"):
-        referee.reward(timeout="2")(spin_plain)  # type: ignore[call-overload]
+        referee.reward(deadline="2")(spin_plain)  # type: ignore[call-overload]
+
+
+def test_timeout_as_the_deadline_still_works_with_a_warning() -> None:
+    # The old spelling, where it cannot mean an option of the reward's own.
+    with pytest.warns(
+        DeprecationWarning, match=r"timeout=\.\.\.\) is deprecated; name it deadline"
+    ):
+        made = referee.reward(timeout=0.2)(spin_plain)
+    assert made.deadline_seconds == 0.2
+    with pytest.warns(DeprecationWarning, match="class Old: timeout as the deadline"):
+
+        class Old(CheckReward):
+            name = "old"
+            timeout = 0.3
+
+            def check(self, rollout: Rollout) -> float:
+                return 1.0
+
+    assert Old().deadline_seconds == 0.3
+    instance = JsonValid()
+    with pytest.warns(DeprecationWarning, match="json_valid: timeout as the deadline"):
+        instance.timeout = 0.5
+    assert instance.deadline_seconds == 0.5
+    with pytest.warns(DeprecationWarning, match="timeout is deprecated here; name it deadline"):
+        combined = Combined(components=[Component(name="j", reward=JsonValid())], timeout=3)
+    assert combined.deadline_seconds == 3.0
+    with pytest.warns(
+        FutureWarning, match="timeout as the deadline is deprecated; write deadline: 0.3"
+    ):
+        loaded = referee.load({"type": "json_valid", "timeout": 0.3})
+    assert loaded.deadline_seconds == 0.3
+    with pytest.raises(referee.SpecError, match="give deadline alone"):
+        referee.load({"type": "json_valid", "timeout": 0.3, "deadline": 1})
 
 
 def test_own_timeouts_keep_their_meaning_and_derive_the_deadline() -> None:
@@ -392,17 +431,22 @@ def test_own_timeouts_keep_their_meaning_and_derive_the_deadline() -> None:
     client = JudgeClient(model="openai/x", timeout=10, retries=1, max_backoff=3)
     judge = RubricJudge(rubric="helpfulness", client=client)
     assert judge.deadline_seconds == 2 * (2 * (10 + 5) + 1 * 3)
-    judge.timeout = 42
+    judge.deadline = 42
     assert judge.deadline_seconds == 42  # set on the reward: its deadline, as for any reward
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a judge's timeout is its client's: no deprecation
+        spec = {"type": "rubric_judge", "rubric": "helpfulness", "model": "openai/x"}
+        loaded = referee.load({**spec, "timeout": 7})
+    assert loaded.client.timeout == 7 and loaded.deadline is None
     assert referee.weighted({"a": JsonValid()}).deadline_seconds is None  # parts carry theirs
 
 
 @dataclass(kw_only=True)
-class DataclassClassTimeout(CheckReward):
+class DataclassClassDeadline(CheckReward):
     """A dataclass reward with its deadline as the docs write it: a ClassVar, not a field."""
 
-    name: str = "dataclass_class_timeout"
-    timeout: ClassVar[float] = 0.2  # type: ignore[misc]
+    name: str = "dataclass_class_deadline"
+    deadline: ClassVar[float] = 0.2  # type: ignore[misc]
 
     def check(self, rollout: Rollout) -> float:
         return spin_plain(rollout)
@@ -419,28 +463,28 @@ class UnsetTimeoutField(CheckReward):
         return 1.0
 
 
-def test_a_dataclass_class_var_timeout_is_the_deadline_and_an_unset_field_is_no_crash() -> None:
-    reward = DataclassClassTimeout()
+def test_a_dataclass_class_var_deadline_and_an_unset_timeout_field_is_no_crash() -> None:
+    reward = DataclassClassDeadline()
     assert reward.deadline_seconds == 0.2  # not the 10 * 0.2 + 60 backstop of an own option
     [score] = referee.score(reward, [Rollout(completion="loop")])
     assert score.failure is not None and score.failure.type == "timeout"
     unset = UnsetTimeoutField()
-    assert unset.deadline_seconds == DEFAULT_TIMEOUT  # was 10 * None: a TypeError escaped
+    assert unset.deadline_seconds == DEFAULT_TIMEOUT  # an option of its own, not the deadline
     assert referee.score(unset, [Rollout(completion="x")])[0].value == 1.0
-    # a spec sets the deadline of the ClassVar kind, as for any reward
-    [loaded] = [referee.load({"type": "json_valid", "timeout": 0.3})]
+    [loaded] = [referee.load({"type": "json_valid", "deadline": 0.3})]
     assert loaded.deadline_seconds == 0.3
 
 
-def test_pickling_keeps_the_timeout() -> None:
-    made = referee.function.FunctionReward(spin_plain, name="p", timeout=0.7)
+def test_pickling_keeps_the_deadline() -> None:
+    made = referee.function.FunctionReward(spin_plain, name="p", deadline=0.7, run_in="thread")
     instance = JsonValid()
-    instance.timeout = 0.5
-    combined = Combined(components=[Component(name="j", reward=JsonValid())], timeout=3)
-    assert pickle.loads(pickle.dumps(spin)).timeout == 0.2  # by reference
-    assert pickle.loads(pickle.dumps(made)).timeout == 0.7  # by value
-    assert pickle.loads(pickle.dumps(instance)).timeout == 0.5
-    assert pickle.loads(pickle.dumps(combined)).timeout == 3.0
+    instance.deadline = 0.5
+    combined = Combined(components=[Component(name="j", reward=JsonValid())], deadline=3)
+    assert pickle.loads(pickle.dumps(spin)).deadline == 0.2  # by reference
+    copy = pickle.loads(pickle.dumps(made))  # by value
+    assert (copy.deadline, copy.run_in) == (0.7, "thread")
+    assert pickle.loads(pickle.dumps(instance)).deadline == 0.5
+    assert pickle.loads(pickle.dumps(combined)).deadline == 3.0
 
 
 def test_run_and_each_alone() -> None:
@@ -505,7 +549,7 @@ def test_a_stray_interrupt_in_a_coroutine_step_fails_it_clearly() -> None:
     # A stray Overrun (meant for a check that has ended: the module docstring's race) that
     # ends a coroutine's step cannot be met by sending the step again, as a sync check is run
     # again: the coroutine is finished. Raised here by hand, where the watchdog fired nothing.
-    @referee.reward(timeout=5)
+    @referee.reward(deadline=5)
     async def stopped_by_a_stray(rollout: Rollout) -> float:
         raise Overrun()
 

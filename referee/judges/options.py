@@ -62,15 +62,11 @@ class JudgeOptions:
     def __post_init__(self) -> None:
         pass  # the end of the rewards' __post_init__ chains
 
-    @property
-    def deadline_seconds(self) -> float | None:
-        """The reward's ``timeout`` when set (as for any reward), else its client's worst
-        case: ``2 * ((retries + 1) * (timeout + 5) + retries * max_backoff)`` (every attempt
-        with its 5s of slack, the backoffs between them, twice for the repair call when the
-        first reply is no valid verdict; the defaults give 1130s)."""
-        timeout: float | None = getattr(self, "timeout", None)  # the reward base's
-        if timeout is not None:
-            return timeout
+    def default_deadline(self) -> float | None:
+        """The client's worst case, where the reward's ``deadline`` is not set:
+        ``2 * ((retries + 1) * (timeout + 5) + retries * max_backoff)`` (every attempt with its
+        5s of slack, the backoffs between them, twice for the repair call when the first reply
+        is no valid verdict; the defaults give 1130s)."""
         client = self.client
         call = (client.retries + 1) * (client.timeout + _CALL_SLACK)
         return _CALLS_PER_VERDICT * (call + client.retries * client.max_backoff)

@@ -176,19 +176,16 @@ class LearnedReward(LearnedOptions, RewardBase):
 
     # --- the deadline --------------------------------------------------------------------
 
-    @property
-    def deadline_seconds(self) -> float | None:
-        """Seconds one ``score_batch`` call may take (the module docstring's rule, for a
-        call of one request's worth of rollouts)."""
-        if self.timeout is not None:
-            return self.timeout
+    def default_deadline(self) -> float | None:
+        """Seconds one ``score_batch`` call may take where ``deadline`` is not set (the module
+        docstring's rule, for a call of one request's worth of rollouts)."""
         if self.api_base is None:
             return LOCAL_DEADLINE
         return (self.retries + 1) * (self.request_timeout + 5.0) + self.retries * self.max_backoff
 
     def _batch_deadline(self, count: int) -> float:
         seconds = float(self.deadline_seconds or LOCAL_DEADLINE)  # never None here
-        if self.api_base is None or self.timeout is not None:
+        if self.api_base is None or self.deadline is not None:
             return seconds
         requests = math.ceil(count / self.batch_size)
         return seconds * math.ceil(requests / self.max_in_flight)

@@ -120,6 +120,12 @@ class SandboxedReward(AsyncReward):
     def check_options(self) -> None:
         """Reject invalid options with a ValueError (a subclass's checks)."""
 
+    def default_deadline(self) -> float | None:
+        """A backstop behind the reward's own ``timeout`` option, which its sandbox enforces
+        (every code reward has one)."""
+        own: float = vars(self)["timeout"]
+        return self.backstop(own)
+
     @abstractmethod
     def grade(self, rollout: Rollout) -> Score:
         """Score one rollout, blocking (what `evaluate` runs on the reward's threads)."""

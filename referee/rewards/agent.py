@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 from referee.deadline import DEFAULT_TIMEOUT, check_timeout, each, run
 from referee.errors import NotApplicable, VerifierTimeout
@@ -30,6 +30,7 @@ from referee.score import Score
 from referee.steps import Fold, fold_steps
 from referee.trajectory import Call, tool_definitions, toolset_of, trajectory
 from referee.verifiers.schema import CompiledSchema, compile_schema, first_error
+from referee.workers import RunIn
 
 __all__ = ["FinalAnswer", "ToolUse", "tool_schemas"]
 
@@ -103,6 +104,8 @@ class ToolUse(CheckReward):
     Attributes:
         tools: Tool definitions, when not in each rollout's ``metadata.tools``.
     """
+
+    default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded
 
     tools: list[dict[str, Any]] | None = None
     unknown_tool: float = 0.0
@@ -250,7 +253,7 @@ class FinalAnswer(RewardBase):
     whose completion is the final answer's text, its prompt, reference and metadata unchanged.
 
     Attributes:
-        timeout: Seconds one rollout may take through final_answer, reading the trajectory
+        deadline: Seconds one rollout may take through final_answer, reading the trajectory
             and the inner reward's scoring together (the inner reward must be sync). None:
             reading the trajectory is bounded by `DEFAULT_TIMEOUT`, the inner reward by its
             own deadline.
@@ -258,16 +261,16 @@ class FinalAnswer(RewardBase):
 
     reward: Reward
     name: str = "final_answer"
-    timeout: float | None = None
+    deadline: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.reward, Reward):
             raise TypeError("final_answer needs a reward to apply, e.g. reward: {type: ...}")
-        self.timeout = check_timeout(self.timeout, self.name)
-        if self.timeout is not None and not is_sync(self.reward):
+        self.deadline = check_timeout(self.deadline, self.name)
+        if self.deadline is not None and not is_sync(self.reward):
             raise ValueError(
-                f"{self.name}: a timeout on final_answer bounds inline scoring, but "
-                f"{self.reward.name} cannot score inline; set timeout on the inner reward"
+                f"{self.name}: a deadline on final_answer bounds inline scoring, but "
+                f"{self.reward.name} cannot score inline; set deadline on the inner reward"
             )
 
     def children(self) -> Sequence[Part]:
@@ -277,10 +280,9 @@ class FinalAnswer(RewardBase):
     def is_sync(self) -> bool:
         return is_sync(self.reward)
 
-    @property
-    def deadline_seconds(self) -> float | None:
-        """`timeout`: final_answer's own bound, if any (the inner reward carries its own)."""
-        return self.timeout
+    def default_deadline(self) -> float | None:
+        """None: the inner reward carries its own."""
+        return None
 
     def _answer(self, rollout: Rollout) -> Rollout:
         text = trajectory(rollout).final_answer
@@ -302,10 +304,10 @@ class FinalAnswer(RewardBase):
     def score_sync(self, rollout: Rollout) -> Score:
         if not is_sync(self.reward):
             return super().score_sync(rollout)
-        if self.timeout is None:
+        if self.deadline is None:
             return self._score_inline(rollout)
         try:
-            return run(self._score_inline, rollout, self.timeout, self.name)
+            return run(self._score_inline, rollout, self.deadline, self.name)
         except VerifierTimeout as exc:
             return Score.failed("timeout", str(exc), self.name)
 

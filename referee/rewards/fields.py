@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 from rapidfuzz import fuzz
@@ -27,6 +27,7 @@ from referee.rewards._common import normalize_text, reference_of, short
 from referee.rewards._extract import JsonExtract, parse_json
 from referee.rollout import Rollout
 from referee.score import Score
+from referee.workers import RunIn
 
 __all__ = ["FieldMatch", "FieldRule", "MatcherKind"]
 
@@ -294,6 +295,8 @@ class FieldMatch(CheckReward):
         reference_key: Take the expected object from this key of the reference.
         extract: Where the JSON is in the completion.
     """
+
+    default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded
 
     fields: dict[str, FieldRule | MatcherKind] | None = None
     default: MatcherKind = "exact"

@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib.util
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from referee.errors import MissingDependency, NotApplicable
 from referee.registry import register
@@ -28,6 +28,7 @@ from referee.rewards._common import clip_text, reference_of
 from referee.rollout import Rollout
 from referee.score import Score
 from referee.verifiers.ifeval import Instruction, Mode, follows, parse_instructions
+from referee.workers import RunIn
 
 __all__ = ["InstructionFollowing"]
 
@@ -54,6 +55,8 @@ class InstructionFollowing(CheckReward):
             and ``kwargs``); when omitted, each rollout's reference gives its own.
         reference_key: Read the constraints from this key of an object reference.
     """
+
+    default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded
 
     mode: Mode = "strict"
     scoring: Literal["all", "fraction"] = "all"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from jsonschema.exceptions import SchemaError
 
@@ -16,6 +16,7 @@ from referee.rewards._extract import JsonExtract, parse_json
 from referee.rollout import Rollout
 from referee.score import Score
 from referee.verifiers.schema import compile_schema, first_error
+from referee.workers import RunIn
 
 __all__ = ["JsonSchema", "JsonValid"]
 
@@ -29,6 +30,8 @@ class JsonValid(CheckReward):
         extract: Where the JSON is: the whole completion, a fenced block, or the first value.
         require: Which top-level type counts: any JSON value, an object, or an array.
     """
+
+    default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded
 
     extract: JsonExtract = "strict"
     require: Literal["object", "array"] | None = None
@@ -61,6 +64,8 @@ class JsonSchema(CheckReward):
             ``$ref`` out of an inline `schema` (nothing is fetched).
         extract: Where the JSON is in the completion.
     """
+
+    default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded
 
     schema: dict[str, Any] | bool | None = None
     schema_file: str | None = None

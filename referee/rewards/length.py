@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 from referee.errors import NotApplicable
 from referee.registry import register
 from referee.reward import CheckReward
 from referee.rollout import Rollout
 from referee.score import Score
+from referee.workers import RunIn
 
 __all__ = ["Length", "LengthUnit", "Repetition"]
 
@@ -48,6 +49,8 @@ class Length(CheckReward):
         unit: What length counts.
     """
 
+    default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded
+
     max_length: int
     cache_length: int = 0
     unit: LengthUnit = "tokens"
@@ -83,6 +86,8 @@ class Repetition(CheckReward):
         ngram_size: Words per n-gram.
         max_penalty: The value of a completion made of one n-gram repeated (negative).
     """
+
+    default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded
 
     ngram_size: int = 3
     max_penalty: float = -1.0

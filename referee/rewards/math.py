@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from referee.errors import NotApplicable
 from referee.registry import register
@@ -14,6 +14,7 @@ from referee.rollout import Rollout
 from referee.score import Score
 from referee.verifiers.math import AnswerKind, verify_math
 from referee.verifiers.patterns import Pattern, compile_pattern
+from referee.workers import RunIn
 
 __all__ = ["MathAnswer"]
 
@@ -52,6 +53,8 @@ class MathAnswer(CheckReward):
     ``expr``, a plain reference ``1,22`` is the decimal 1.22, as a completion ``1,22`` is.
     """
 
+    default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded
+
     answer: AnswerKind = "latex_or_expr"
     pattern: str | None = None
     timeout: float = 5.0
@@ -73,6 +76,10 @@ class MathAnswer(CheckReward):
             raise ValueError(f"timeout must be positive, got {self.timeout}")
         if self.pattern is not None:
             self._pattern = compile_pattern(self.pattern, re.DOTALL, timeout=self.timeout)
+
+    def default_deadline(self) -> float | None:
+        """A backstop behind ``timeout``, which this reward enforces itself."""
+        return self.backstop(self.timeout)
 
     def check(self, rollout: Rollout) -> Score:
         ref: Any = reference_of(rollout, self.reference_key)

@@ -54,7 +54,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from referee.errors import MissingDependency, NotApplicable
 from referee.registry import register
@@ -64,6 +64,7 @@ from referee.rewards._extract import extract_answer
 from referee.rollout import Rollout
 from referee.score import Score
 from referee.verifiers.patterns import compile_pattern
+from referee.workers import RunIn
 
 __all__ = ["EVALS_ANSWER", "ReasoningExtract", "ReasoningGym", "entry_reference"]
 
@@ -156,6 +157,9 @@ class ReasoningGym(CheckReward):
         max_answer_chars: Longest answer passed to the scorer; longer scores 0.0.
         reference_key: Take the entry from this key of an object reference.
     """
+
+    # reasoning-gym's scorers are code referee did not write, run on the policy's text
+    default_run_in: ClassVar[RunIn] = "process"
 
     dataset: str | None = None
     configs: dict[str, dict[str, Any]] = field(default_factory=dict)

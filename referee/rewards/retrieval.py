@@ -22,7 +22,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from referee.errors import NotApplicable
 from referee.registry import register
@@ -31,6 +31,7 @@ from referee.rewards._common import normalize_text
 from referee.rollout import Rollout
 from referee.score import Score
 from referee.trajectory import trajectory
+from referee.workers import RunIn
 
 __all__ = ["Retrieval"]
 
@@ -93,6 +94,8 @@ class Retrieval(CheckReward):
         k: nDCG's cutoff (default: every retrieved document).
         citation: A regex whose first group is a cited id in the final answer.
     """
+
+    default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded
 
     tools: list[str] | None = None
     metric: Literal["recall", "precision", "ndcg", "f1", "cites"] = "recall"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from referee.errors import NotApplicable
 from referee.registry import register
@@ -14,6 +14,7 @@ from referee.rewards._extract import AnswerExtract, extract_answer
 from referee.rollout import Rollout
 from referee.score import Score
 from referee.verifiers.patterns import Pattern, compile_pattern
+from referee.workers import RunIn
 
 __all__ = ["Contains", "ExactMatch", "Format", "Regex", "RegexFlag"]
 
@@ -43,6 +44,8 @@ def _answers(ref: Any) -> list[str]:
 
 @dataclass(kw_only=True)
 class _Extracting(CheckReward):
+    default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded
+
     extract: AnswerExtract = "full"
     pattern: str | None = None
     _pattern: Pattern | None = field(init=False, repr=False, compare=False, default=None)
@@ -137,6 +140,8 @@ class Regex(CheckReward):
         extract: Apply it to this part of the completion only.
     """
 
+    default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded
+
     regex: str
     mode: Literal["search", "fullmatch"] = "search"
     flags: tuple[RegexFlag, ...] = ()
@@ -181,6 +186,8 @@ class Format(CheckReward):
         tags: Tags that must each appear exactly once (checked on top of the pattern; the
             reason names the ones missing or repeated).
     """
+
+    default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded
 
     preset: Literal["think_answer", "think", "answer", "boxed"] | None = None
     pattern: str | None = None

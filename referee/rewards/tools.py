@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, cast
+from typing import Any, ClassVar, Literal, NamedTuple, cast
 
 from referee.errors import NotApplicable
 from referee.registry import register
@@ -35,6 +35,7 @@ from referee.rewards._common import reference_of
 from referee.rollout import Rollout
 from referee.score import Score
 from referee.trajectory import trajectory
+from referee.workers import RunIn
 
 __all__ = ["ToolCallMatch", "check_call"]
 
@@ -251,6 +252,8 @@ class ToolCallMatch(CheckReward):
             call beyond them as an unmatched expected one).
         reference_key: Take the expected calls from this key of an object reference.
     """
+
+    default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded
 
     order: Literal["any", "strict"] = "any"
     scoring: Literal["all", "fraction"] = "all"

@@ -3,13 +3,20 @@
 the server's null with a Failure) within the reward's deadline, never a hang or a crash.
 
 A selection of `tests.rewards.test_hostile.HOSTILE` (the full battery runs per type there) on a
-few types: a gated spec, a math check, the catastrophic pattern from a spec, and a user's
-function that loops on one input.
+few types: a gated spec, a math check, the catastrophic pattern from a spec, a user's function
+that loops on one input, and one that spins in C on four (stdlib regex backtracking, a
+big-integer power, a sleep, a C extension's loop), where only killing its worker process stops
+it (`referee.workers`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import itertools
 import math
+import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,14 +41,37 @@ INPUTS = {
         "zero-width and right-to-left",
         "ReDoS: a run with no end",
     )
-} | {"a user's check loops on it": "loop"}
+} | {
+    "a user's check loops on it": "loop",
+    # where a user's check spins in C (c_spins)
+    "stdlib backtracking": "a" * 40 + "!",
+    "a tower of powers": "9**9**9**9",
+    "a sleep": "sleep",
+    "a C extension's loop": "spin in C",
+}
+C_SPINS = ("stdlib backtracking", "a tower of powers", "a sleep", "a C extension's loop")
 
 
-@referee.reward(timeout=0.5)
+@referee.reward(deadline=0.5)
 def loops(rollout: Rollout) -> float:
     """A user's check that never returns on the completion "loop"."""
     while rollout.completion_text == "loop":
         pass
+    return 1.0
+
+
+@referee.reward(deadline=0.5)
+def c_spins(rollout: Rollout) -> float:
+    """A user's check that spins in C, holding the interpreter lock, on four inputs."""
+    text = rollout.completion_text
+    if text.endswith("!"):
+        re.match(r"^(a+)+$", text)
+    elif text == "9**9**9**9":
+        eval(text, {"__builtins__": None}, {})  # a countdown reward's check, as recipes write it
+    elif text == "sleep":
+        time.sleep(60)
+    elif text == "spin in C":
+        sum(itertools.repeat(1, 10**13))
     return 1.0
 
 
@@ -57,6 +87,7 @@ REWARDS: dict[str, referee.Reward] = {
     "math_answer": referee.load({"type": "math_answer", "timeout": 2.0}),
     "regex ^(a+)+$": referee.load({"type": "regex", "regex": r"^(a+)+$"}),
     "user loop": loops,
+    "user C spin": c_spins,
 }  # fmt: skip
 REFERENCE: dict[str, Any] = {"gated spec": {"a": 1}, "math_answer": "1"}
 
@@ -68,12 +99,13 @@ def servers() -> Iterator[dict[str, str]]:
         running(REWARDS["math_answer"]) as math_answer,
         running(REWARDS["regex ^(a+)+$"]) as regex,
         running(loops) as loop,
+        running(c_spins) as c_spin,
     ):
         yield {"gated spec": spec, "math_answer": math_answer, "regex ^(a+)+$": regex,
-               "user loop": loop}  # fmt: skip
+               "user loop": loop, "user C spin": c_spin}  # fmt: skip
 
 
-STUCK = ("user loop", "a user's check loops on it")  # a timeout, surely
+STUCK = {("user loop", "a user's check loops on it")} | {("user C spin", c) for c in C_SPINS}
 CASES = [(r, i) for r in REWARDS for i in INPUTS]
 IDS = [f"{r}-{i}" for r, i in CASES]
 
@@ -82,10 +114,15 @@ IDS = [f"{r}-{i}" for r, i in CASES]
 def test_trl(name: str, label: str) -> None:
     [fn] = reward_funcs(REWARDS[name], log_metrics=False)
     reference = REFERENCE.get(name)
-    values = guarded(lambda: fn(prompts=["p"], completions=[INPUTS[label]], reference=[reference]))
-    [value] = values
+
+    def call() -> Any:
+        values = fn(prompts=["p"], completions=[INPUTS[label]], reference=[reference])
+        # A reward that waits (here: on its worker process) is an async function for TRL.
+        return asyncio.run(values) if inspect.iscoroutine(values) else values
+
+    [value] = guarded(call)
     assert value is None or math.isfinite(value)  # None: TRL's NaN, masked out of the mean
-    if (name, label) == STUCK:
+    if (name, label) in STUCK:
         assert value is None
 
 
@@ -95,7 +132,7 @@ def test_verl_compute_score(name: str, label: str) -> None:
     result = guarded(lambda: rv.compute_score("x", INPUTS[label], REFERENCE.get(name), spec=reward))
     assert math.isfinite(result["score"])  # verl's reward tensor takes a number
     assert result["referee_failed"] in (0.0, 1.0)
-    if (name, label) == STUCK:
+    if (name, label) in STUCK:
         assert result["referee_failed"] == 1.0 and result["score"] == rv.DEFAULT_FAILURE_VALUE
 
 
@@ -106,5 +143,5 @@ def test_http_server(servers: dict[str, str], name: str, label: str) -> None:
     assert (score["reward"] is None) == (score["failure"] is not None)
     if score["failure"] is not None:
         assert score["failure"]["type"] in {"timeout", "not_applicable"}, score["failure"]
-    if (name, label) == STUCK:
+    if (name, label) in STUCK:
         assert score["failure"]["type"] == "timeout"

@@ -29,7 +29,7 @@ from tests.backends.conftest import HANG, running
 spins = [0]  # loop iterations of the stuck checks: it stops growing when they are stopped
 
 
-@referee.reward(timeout=0.5)
+@referee.reward(deadline=0.5)
 def loops_on_request(rollout: Rollout) -> float:
     """Loops for ever on the completion "loop"; 1.0 otherwise."""
     while rollout.completion_text == "loop":
@@ -37,7 +37,7 @@ def loops_on_request(rollout: Rollout) -> float:
     return 1.0
 
 
-@referee.reward(timeout=0.5)
+@referee.reward(deadline=0.5)
 async def computes_on_request(rollout: Rollout) -> float:
     """An async reward that, on "loop", computes for ever without awaiting."""
     await asyncio.sleep(0)
@@ -86,7 +86,7 @@ def test_stuck_requests_fail_at_the_deadline_and_the_server_goes_on(reward: Any)
 def held_until(release: threading.Event) -> Any:
     """A reward that holds a "loop" rollout, awaiting, until `release` is set."""
 
-    @referee.reward(timeout=HANG)
+    @referee.reward(deadline=HANG)
     async def waits(rollout: Rollout) -> float:
         while rollout.completion_text == "loop" and not release.is_set():
             await asyncio.sleep(0.01)
@@ -171,7 +171,7 @@ def test_a_cancelled_request_cancels_its_scoring() -> None:
     # when the handler is cancelled while awaiting the work itself.
     cancelled: list[bool] = []
 
-    @referee.reward(timeout=HANG)
+    @referee.reward(deadline=HANG)
     async def waits_for_ever(rollout: Rollout) -> float:
         try:
             await asyncio.Event().wait()

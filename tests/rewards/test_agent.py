@@ -92,7 +92,7 @@ def test_final_answer_needs_a_reward() -> None:
         referee.load({"type": "final_answer", "reward": 3})
 
 
-@referee.reward(timeout=5)
+@referee.reward(deadline=5)
 def spin_on_loop(rollout: Rollout) -> float:
     while rollout.completion_text == "loop":
         pass

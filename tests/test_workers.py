@@ -1,0 +1,333 @@
+"""Worker processes (`referee.workers`): a check that spins in C is killed at its deadline.
+
+In-process, a deadline interrupts Python between bytecodes; a check spinning in C with the
+interpreter lock held never reaches one (issue 27: a stdlib regex, ``9**9**9**9``, a sleep).
+A function of yours runs in a worker process by default, killed at its deadline: its rollout
+gets ``Failure("timeout")``, the rest of the batch is scored, and nothing keeps running.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import os
+import re
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+import referee
+from referee import workers
+from referee.registry import lookup, registered_types
+from referee.reward import CheckReward
+from referee.rollout import Rollout
+from referee.score import Score
+from tests.test_pickle import OPTIONS, ROLLOUTS
+
+HANG = 60.0  # seconds: a hang guard, never a timing assertion
+
+
+@contextmanager
+def no_hang() -> Iterator[None]:
+    """Fail the test, rather than hang the suite, where scoring never returns."""
+    done = threading.Event()
+
+    def watch() -> None:
+        if not done.wait(HANG):
+            os._exit(f"scoring hung for {HANG}s")  # type: ignore[arg-type]
+
+    threading.Thread(target=watch, daemon=True).start()
+    try:
+        yield
+    finally:
+        done.set()
+
+
+def rollout(text: str) -> Rollout:
+    return Rollout(completion=text)
+
+
+def outcome(scores: list[Score]) -> list[float | str | None]:
+    return [s.value if s.failure is None else s.failure.type for s in scores]
+
+
+# --- checks that spin where no in-process deadline reaches ---------------------------------
+
+
+@referee.reward(deadline=0.5)
+def stdlib_regex(r: Rollout) -> float:
+    """Catastrophic backtracking in the stdlib engine: C, holding the interpreter lock."""
+    return 1.0 if re.match(r"^(a+)+$", r.completion_text) else 0.0
+
+
+@referee.reward(deadline=0.5)
+def countdown(r: Rollout) -> float:
+    """A countdown reward as RL recipes write it: a whitelist, then eval of the policy's text."""
+    text = r.completion_text
+    if not set(text) <= set("0123456789+-*/() "):
+        return 0.0
+    return 1.0 if eval(text, {"__builtins__": None}, {}) == 24 else 0.0
+
+
+@referee.reward(deadline=0.5)
+def sleeper(r: Rollout) -> float:
+    if r.completion_text == "sleep":
+        time.sleep(30)
+    return 1.0
+
+
+@referee.reward(deadline=0.5)
+def c_loop(r: Rollout) -> float:
+    """A C extension's loop: sum() over itertools in C, never back in the interpreter."""
+    if r.completion_text == "spin":
+        return float(sum(itertools.repeat(1, 10**13)))
+    return 1.0
+
+
+SPINS: dict[str, tuple[referee.Reward, str, str]] = {
+    # reward, a completion that spins, one that scores 1.0
+    "stdlib regex": (stdlib_regex, "a" * 40 + "!", "aaaa"),
+    "big-integer power": (countdown, "9**9**9**9", "4*6"),
+    "time.sleep": (sleeper, "sleep", "ok"),
+    "a C extension's loop": (c_loop, "spin", "ok"),
+}
+
+
+@pytest.mark.parametrize("case", SPINS)
+def test_a_check_spinning_in_c_times_out_and_the_batch_is_scored(case: str) -> None:
+    reward, spin, fine = SPINS[case]
+    with no_hang():
+        scores = referee.score(reward, [rollout(fine), rollout(spin), rollout(fine)])
+    assert outcome(scores) == [1.0, "timeout", 1.0]
+    failure = scores[1].failure
+    assert failure is not None and failure.where == reward.name
+    assert "its worker process was killed after" in failure.message
+    assert "limit 0.5s" in failure.message
+
+
+@pytest.mark.parametrize("case", SPINS)
+def test_a_spin_scored_alone_and_async_times_out_too(case: str) -> None:
+    import asyncio
+
+    reward, spin, fine = SPINS[case]
+    assert isinstance(reward, CheckReward)
+    with no_hang():
+        assert reward.score_sync(rollout(spin)).failure is not None
+        scores = asyncio.run(reward.score_batch([rollout(spin), rollout(fine)]))
+    assert outcome(scores) == ["timeout", 1.0]
+
+
+def test_nothing_keeps_running_after_the_timeout() -> None:
+    with no_hang():
+        [score] = referee.score(c_loop, [rollout("spin")])
+    assert score.failure is not None and score.failure.type == "timeout"
+    # The killed worker is gone: no process of ours is still running the spin.
+    busy = [pid for pid in _children() if _state(pid) == "R" and _cpu(pid) > 0.3]
+    time.sleep(0.3)
+    assert [pid for pid in busy if pid in _children() and _state(pid) == "R"] == []
+
+
+def _children() -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == os.getpid():
+                found.append(int(name))
+    return found
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+def _cpu(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# --- a worker that dies -------------------------------------------------------------------
+
+
+@referee.reward(deadline=10)
+def crashes(r: Rollout) -> float:
+    if r.completion_text == "segfault":
+        ctypes.string_at(0)  # SIGSEGV
+    if r.completion_text == "exit":
+        os._exit(3)
+    return 1.0
+
+
+def test_a_worker_that_dies_costs_only_its_own_rollout() -> None:
+    rollouts = [rollout(t) for t in ("ok", "segfault", "ok", "exit", "ok")]
+    with no_hang():
+        scores = referee.score(crashes, rollouts)
+    assert outcome(scores) == [1.0, "error", 1.0, "error", 1.0]
+    assert scores[1].failure is not None and "SIGSEGV" in scores[1].failure.message
+    assert scores[3].failure is not None and "exit status 3" in scores[3].failure.message
+
+
+@referee.reward
+def chatty(r: Rollout) -> float:
+    print("a reward that prints", r.completion_text)  # goes to stderr, not into the channel
+    os.write(1, b"\x00\x00\x00\x10garbage on fd 1")
+    return 1.0
+
+
+def test_what_a_reward_prints_does_not_reach_the_channel() -> None:
+    assert outcome(referee.score(chatty, [rollout("x"), rollout("y")])) == [1.0, 1.0]
+
+
+# --- what travels ---------------------------------------------------------------------------
+
+
+def test_a_closure_travels_by_value() -> None:
+    wanted = "needle"
+
+    @referee.reward
+    def finds(r: Rollout) -> float:
+        return 1.0 if wanted in r.completion_text else 0.0
+
+    assert finds.runs_in == "process"
+    assert outcome(referee.score(finds, [rollout("a needle"), rollout("hay")])) == [1.0, 0.0]
+
+
+def test_a_score_comes_back_whole() -> None:
+    @referee.reward
+    def detailed(r: Rollout) -> Score:
+        return Score(value=0.5, components={"a": 1.0, "b": None}, reason="why", steps=(0.1, 0.2))
+
+    [score] = referee.score(detailed, [rollout("x")])
+    assert score == Score(
+        value=0.5, components={"a": 1.0, "b": None}, reason="why", steps=(0.1, 0.2)
+    )
+
+
+def test_a_reward_that_cannot_be_sent_fails_every_rollout_saying_why() -> None:
+    lock = threading.Lock()
+
+    @referee.reward
+    def holds_a_lock(r: Rollout) -> float:
+        with lock:
+            return 1.0
+
+    scores = referee.score(holds_a_lock, [rollout("x"), rollout("y")])
+    assert outcome(scores) == ["error", "error"]
+    message = scores[0].failure.message if scores[0].failure else ""
+    assert "cannot be sent to a worker process" in message and "run_in: inline" in message
+    inline = referee.reward(run_in="inline")(holds_a_lock.fn)
+    assert outcome(referee.score(inline, [rollout("x")])) == [1.0]
+
+
+def test_an_answer_over_the_cap_is_an_error_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    @referee.reward
+    def huge(r: Rollout) -> Score:
+        return Score(value=1.0, reason="x" * (1 << 20))
+
+    monkeypatch.setattr(workers, "MAX_REPLY_BYTES", 1 << 16)
+    with no_hang():
+        scores = referee.score(huge, [rollout("x")])
+    assert outcome(scores) == ["error"]
+    assert scores[0].failure is not None and "over 65536" in scores[0].failure.message
+
+
+# --- where each reward runs -----------------------------------------------------------------
+
+
+def _check_types() -> list[str]:
+    return [
+        n
+        for n in registered_types()
+        if lookup(n).__module__.startswith("referee.") and issubclass(lookup(n), CheckReward)
+    ]
+
+
+def test_where_each_builtin_runs() -> None:
+    runs = {n: lookup(n).default_run_in for n in _check_types()}
+    assert runs.pop("reasoning_gym") == "process"  # code referee did not write
+    assert set(runs.values()) == {"inline"}  # bounded: referee's own
+    assert referee.reward(lambda r: 1.0).runs_in == "process"  # yours
+
+
+@pytest.mark.parametrize("kind", _check_types())
+def test_the_process_path_gives_the_inline_path_number(kind: str) -> None:
+    rollouts = [*ROLLOUTS, rollout("no json, no answer"), rollout("")]
+    inline = referee.load({"type": kind, **OPTIONS[kind], "run_in": "inline"})
+    process = referee.load({"type": kind, **OPTIONS[kind], "run_in": "process"})
+    assert inline.runs_in == "inline" and process.runs_in == "process"
+    with no_hang():
+        want = [s.to_dict() for s in referee.score(inline, rollouts)]
+        got = [s.to_dict() for s in referee.score(process, rollouts)]
+    assert got == want
+
+
+@pytest.mark.parametrize("kind", [n for n in OPTIONS if not issubclass(lookup(n), CheckReward)])
+def test_a_reward_that_waits_cannot_be_sent_to_a_process(kind: str) -> None:
+    with pytest.raises(referee.SpecError, match="only a check type runs in a thread or a process"):
+        referee.load({"type": kind, **OPTIONS[kind], "run_in": "process"})
+
+
+def test_run_in_is_checked() -> None:
+    with pytest.raises(referee.SpecError, match="unknown run_in"):
+        referee.load({"type": "json_valid", "run_in": "gpu"})
+    with pytest.raises(ValueError, match="run_in must be one of"):
+        referee.reward(run_in="gpu")(lambda r: 1.0)  # type: ignore[call-overload]
+
+    async def waits(r: Rollout) -> float:
+        return 1.0
+
+    with pytest.raises(ValueError, match="an async function runs on the event loop"):
+        referee.reward(run_in="process")(waits)
+
+
+def test_a_combination_sends_its_process_component_a_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[int] = []
+    real = workers.WorkerPool.score
+
+    def counted(self: workers.WorkerPool, reward: Any, rollouts: Any) -> list[Score]:
+        calls.append(len(rollouts))
+        return real(self, reward, rollouts)
+
+    monkeypatch.setattr(workers.WorkerPool, "score", counted)
+    spec = referee.weighted({"valid": referee.load({"type": "json_valid"}), "regex": stdlib_regex})
+    rollouts = [rollout("{}"), rollout("aaa"), rollout("a" * 40 + "!")]
+    with no_hang():
+        scores = referee.score(spec, rollouts)
+    assert calls == [3]  # one batch, not one call per rollout
+    assert [s.components.get("regex") for s in scores] == [0.0, 1.0, None]
+    failure = scores[2].failure
+    assert failure is not None and (failure.type, failure.where) == ("timeout", "regex")
+
+
+# --- run_in: thread -------------------------------------------------------------------------
+
+
+@referee.reward(deadline=0.3, run_in="thread")
+def sleeps_in_a_thread(r: Rollout) -> float:
+    if r.completion_text == "sleep":
+        time.sleep(30)
+    return 1.0
+
+
+def test_a_thread_stops_waiting_for_a_sleep_at_the_deadline() -> None:
+    with no_hang():
+        scores = referee.score(sleeps_in_a_thread, [rollout("ok"), rollout("sleep")])
+    assert outcome(scores) == [1.0, "timeout"]
