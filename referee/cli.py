@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from pydantic import ValidationError
@@ -828,12 +828,35 @@ def types_() -> None:
     console = Console()
     table = Table()
     table.add_column("type")
+    table.add_column("runs")
     table.add_column("what it does")
     for name in registered_types():
         cls = lookup(name)
         doc = (cls.__doc__ or "").strip().splitlines()[0] if cls is not None and cls.__doc__ else ""
-        table.add_row(name, doc)
+        table.add_row(name, _where_it_runs(cls), doc)
     console.print(table)
+    console.print(
+        "runs: inline (in the caller's thread: its cost is bounded), process (a worker process, "
+        "killed at the deadline), sandbox (the code in the sandbox, graded on threads), event "
+        "loop (it waits: a judge, a model), parts (where its inner reward runs). A check "
+        "type takes run_in: inline | thread | process in a spec."
+    )
+
+
+def _where_it_runs(cls: type[Any] | None) -> str:
+    """Where a reward type's work runs, for `referee types` (docs/deadlines.md)."""
+    from referee.reward import CheckReward, RewardBase
+    from referee.rewards._sandboxed import SandboxedReward
+
+    if not isinstance(cls, type):
+        return "?"
+    if issubclass(cls, CheckReward):
+        return str(cls.default_run_in)
+    if issubclass(cls, SandboxedReward):
+        return "sandbox"
+    if getattr(cls, "children", RewardBase.children) is not RewardBase.children:
+        return "parts"
+    return "event loop"
 
 
 @main.group()

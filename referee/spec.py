@@ -337,7 +337,7 @@ class _Loader:
         loc = tuple(p for p in first["loc"] if not _is_union_tag(p))
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         if first["type"] == "unexpected_keyword_argument" or first["type"] == "extra_forbidden":
-            known = {*allowed, *_COMPONENT_KEYS, "deadline", "run_in"}
+            known = {*allowed, *_COMPONENT_KEYS, "deadline", "run_in", "timeout"}
             if "client" in allowed:  # a judge takes its client's options flat too
                 known |= CLIENT_OPTIONS
             found = loc[-1] if loc else None

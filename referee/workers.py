@@ -59,13 +59,10 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, Protocol, TypeAlias
 
 from referee.rollout import Rollout
 from referee.score import Score
-
-if TYPE_CHECKING:
-    from referee.reward import RewardBase
 
 __all__ = [
     "CHUNK",
@@ -117,6 +114,19 @@ def in_worker() -> bool:
     return _IN_WORKER
 
 
+class Scorable(Protocol):
+    """What the pool needs of a reward (`referee.reward.CheckReward` has it; this layer is
+    below the reward layer, so it names the shape, not the class)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def deadline_seconds(self) -> float | None: ...
+
+    def score_inline(self, rollout: Rollout, seconds: float | None) -> Score: ...
+
+
 def check_run_in(value: object, where: str) -> RunIn | None:
     """`value` as a `RunIn` (None stays None).
 
@@ -131,17 +141,19 @@ def check_run_in(value: object, where: str) -> RunIn | None:
 # --- what travels to a worker ---------------------------------------------------------------
 
 
-def _dumps_reward(reward: RewardBase) -> bytes:
+def _dumps_reward(reward: Scorable) -> bytes:
     """The reward, pickled for a fresh interpreter: by reference where its module can be
     imported there, by value (cloudpickle) where it lives in ``__main__`` or a closure."""
     import cloudpickle  # type: ignore[import-untyped]
 
-    from referee.function import _FunctionPickling
-
     class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
         def reducer_override(self, obj: Any) -> Any:
-            if isinstance(obj, _FunctionPickling) and obj.fn.__module__ == "__main__":
-                return obj.by_value()  # a worker's __main__ is not yours
+            # A `@referee.reward` function of __main__ pickles by reference to __main__,
+            # which in a worker is not yours: it says how to rebuild it from its function.
+            by_value = getattr(obj, "by_value", None)
+            fn = getattr(obj, "fn", None)
+            if callable(by_value) and getattr(fn, "__module__", None) == "__main__":
+                return by_value()
             return super().reducer_override(obj)
 
     buffer = io.BytesIO()
@@ -176,11 +188,11 @@ _serve(channel_in, channel_out)
 """
 
 
-class WorkerDied(Exception):
+class _WorkerDied(Exception):
     """A worker ended (or stopped answering sense) while it scored a rollout."""
 
 
-class NotStarted(WorkerDied):
+class _NotStarted(_WorkerDied):
     """A worker ended before it began scoring (while idle, or loading the reward)."""
 
 
@@ -229,26 +241,26 @@ class _Worker:
     def wait_ready(self) -> None:
         if not self.ready:
             if self.read(time.monotonic() + START_TIMEOUT) != {"ready": True}:
-                raise WorkerDied("the worker did not start")
+                raise _WorkerDied("the worker did not start")
             self.ready = True
 
     def read(self, until: float) -> Any:
         """The next answer (parsed JSON), None at `until` (math.inf: no limit).
 
         Raises:
-            WorkerDied: It ended, or sent what is not an answer.
+            _WorkerDied: It ended, or sent what is not an answer.
         """
         header = self._exactly(_HEADER.size, until)
         if header is None:
             return None
         (size,) = _HEADER.unpack(header)
         if size > MAX_REPLY_BYTES:
-            raise WorkerDied(f"its answer of {size} bytes is over {MAX_REPLY_BYTES}")
+            raise _WorkerDied(f"its answer of {size} bytes is over {MAX_REPLY_BYTES}")
         body = self._exactly(size, math.inf)
         try:
             return json.loads(body) if body is not None else None
         except ValueError:
-            raise WorkerDied("it sent an answer that is not JSON") from None
+            raise _WorkerDied("it sent an answer that is not JSON") from None
 
     def _exactly(self, size: int, until: float) -> bytes | None:
         parts: list[bytes] = []
@@ -257,11 +269,11 @@ class _Worker:
             wait = None if until == math.inf else max(0.0, until - time.monotonic())
             if wait is not None and not self.poll.poll(wait * 1000):
                 if parts:  # half an answer: it is stuck mid-write, or dead
-                    raise WorkerDied("it stopped mid-answer")
+                    raise _WorkerDied("it stopped mid-answer")
                 return None
             chunk = os.read(self.fd, min(left, 1 << 20))
             if not chunk:
-                raise WorkerDied(self.how_it_ended())
+                raise _WorkerDied(self.how_it_ended())
             parts.append(chunk)
             left -= len(chunk)
         return b"".join(parts)
@@ -320,7 +332,7 @@ class WorkerPool:
 
     # -- the public call
 
-    def score(self, reward: RewardBase, rollouts: Sequence[Rollout]) -> list[Score]:
+    def score(self, reward: Scorable, rollouts: Sequence[Rollout]) -> list[Score]:
         """One Score per rollout, scored by `reward` in the workers; blocks.
 
         A rollout past ``reward.deadline_seconds`` gets ``Failure("timeout")``; a reward that
@@ -364,7 +376,7 @@ class WorkerPool:
                 self._threads = ThreadPoolExecutor(self.size * 2, "referee-workers")
             return self._threads
 
-    def _entry(self, reward: RewardBase) -> _RewardEntry:
+    def _entry(self, reward: Scorable) -> _RewardEntry:
         with self._lock:
             held = self._entries.get(id(reward))
             if held is not None and held[0] is reward:
@@ -437,7 +449,7 @@ class WorkerPool:
             self._warm_one()  # the next chunk finds a warm one, not a start-up
 
     def _chunk(
-        self, reward: RewardBase, entry: _RewardEntry, deadline: float | None, chunk: list[Rollout]
+        self, reward: Scorable, entry: _RewardEntry, deadline: float | None, chunk: list[Rollout]
     ) -> list[Score]:
         """Score `chunk` in order in one worker, and what a killed or dead one left in others."""
         out: list[Score] = []
@@ -453,14 +465,14 @@ class WorkerPool:
             todo = chunk[len(out) : len(out) + 1] if alone else chunk[len(out) :]
             try:
                 ended = self._run(worker, reward, entry, deadline, todo, out)
-            except NotStarted as exc:  # it died before the rollout began: not the rollout's
+            except _NotStarted as exc:  # it died before the rollout began: not the rollout's
                 self._lost(worker)
                 unstarted += 1
                 if unstarted <= _UNSTARTED_TRIES:
                     continue
                 message = f"{reward.name}: no worker process would take the rollouts ({exc})"
                 return out + [Score.failed("error", message, reward.name)] * (len(chunk) - len(out))
-            except WorkerDied as exc:
+            except _WorkerDied as exc:
                 self._lost(worker)
                 if not alone:
                     retried = True  # the rollout it died on: once more, alone
@@ -485,7 +497,7 @@ class WorkerPool:
     def _run(
         self,
         worker: _Worker,
-        reward: RewardBase,
+        reward: Scorable,
         entry: _RewardEntry,
         deadline: float | None,
         todo: list[Rollout],
@@ -495,17 +507,19 @@ class WorkerPool:
         (the timed-out rollout's Failure appended), False when it answered every rollout.
 
         Raises:
-            WorkerDied: It died, or answered nonsense, on the rollout at ``out[len(out)]``.
+            _WorkerDied: It died, or answered nonsense, on the rollout at ``out[len(out)]``.
         """
         if entry.key not in worker.rewards:
             # Loaded first, outside the deadline: unpickling imports the reward's module.
-            self._send(worker, {"key": entry.key, "reward": entry.payload})
+            # With this process's sys.path as it is now: a module added since the worker
+            # started (a plugin's folder) must import there too.
+            self._send(worker, {"key": entry.key, "reward": entry.payload, "path": sys.path})
             try:
                 loaded = worker.read(time.monotonic() + START_TIMEOUT)
-            except WorkerDied as exc:
-                raise NotStarted(str(exc)) from None
+            except _WorkerDied as exc:
+                raise _NotStarted(str(exc)) from None
             if loaded != {"loaded": entry.key}:
-                raise NotStarted("it did not load the reward")
+                raise _NotStarted("it did not load the reward")
             worker.rewards[entry.key] = None
         self._send(worker, {"key": entry.key, "deadline": deadline, "rollouts": todo})
         start = time.monotonic()
@@ -525,7 +539,7 @@ class WorkerPool:
                 )
                 return True
             if not isinstance(answer, dict) or "reward" not in answer:
-                raise WorkerDied(f"it sent {str(answer)[:100]!r}, not a score")
+                raise _WorkerDied(f"it sent {str(answer)[:100]!r}, not a score")
             out.append(_score_from(answer, reward.name))
             start = now
         return False
@@ -535,7 +549,7 @@ class WorkerPool:
         try:
             _send(worker.to_worker, pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
         except OSError:
-            raise NotStarted(worker.how_it_ended()) from None
+            raise _NotStarted(worker.how_it_ended()) from None
 
 
 def _score_from(answer: dict[str, Any], name: str) -> Score:
@@ -604,6 +618,7 @@ def _serve(channel_in: Any, channel_out: Any) -> None:
         message = pickle.loads(channel_in.read(size))  # from the parent: trusted
         key = message["key"]
         if "reward" in message:
+            sys.path[:] = message["path"]
             try:
                 rewards[key] = pickle.loads(message["reward"])
             except Exception as exc:

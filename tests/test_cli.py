@@ -98,6 +98,18 @@ def test_types_lists_builtins() -> None:
     assert code == 0 and "field_match" in output and "math_answer" in output
 
 
+def test_types_says_where_each_runs() -> None:
+    from referee.cli import _where_it_runs
+    from referee.registry import lookup
+
+    runs = {n: _where_it_runs(lookup(n)) for n in ("json_valid", "reasoning_gym", "python_tests",
+                                                   "rubric_judge", "final_answer")}  # fmt: skip
+    assert runs == {"json_valid": "inline", "reasoning_gym": "process", "python_tests": "sandbox",
+                    "rubric_judge": "event loop", "final_answer": "parts"}  # fmt: skip
+    code, output = run("types")
+    assert code == 0 and "runs" in output and "killed at the deadline" in output
+
+
 # --- hostile inputs: never a crash, never a lost row ----------------------------------------
 
 

@@ -22,6 +22,7 @@ class Fixed(CheckReward):
     value: float | None
     name: str = "fixed"
     calls: list[str] = field(default_factory=list)
+    run_in = "inline"  # counts its calls in this process
 
     def check(self, rollout: Rollout) -> Score:
         self.calls.append(rollout.id)

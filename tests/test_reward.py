@@ -12,7 +12,7 @@ from referee import GroupRewardBase, NotApplicable, Rollout, Score
 from tests.conftest import make
 
 
-@referee.reward
+@referee.reward(run_in="inline")
 def length_reward(rollout: Rollout) -> float:
     return float(len(rollout.completion_text))
 

@@ -150,7 +150,7 @@ ERRORS = [
             },
         },
         "timeout",
-        ["cannot score inline", "j", "set timeout on the components"],
+        ["cannot score inline", "j", "set deadline on the components"],
     ),
 ]
 
@@ -224,18 +224,24 @@ def test_plugin_reward_type_from_entry_point(
     registry._types.pop("shout", None)
 
 
-def test_timeout_is_an_option_of_every_reward() -> None:
-    leaf = referee.load({"type": "regex", "regex": "a", "timeout": 2})
-    assert leaf.timeout == 2.0 and leaf.deadline_seconds == 2.0  # type: ignore[attr-defined]
-    assert referee.load({"type": "regex", "regex": "a"}).timeout is None  # type: ignore[attr-defined]
+def test_deadline_is_an_option_of_every_reward() -> None:
+    leaf = referee.load({"type": "regex", "regex": "a", "deadline": 2})
+    assert leaf.deadline == 2.0 and leaf.deadline_seconds == 2.0  # type: ignore[attr-defined]
+    assert referee.load({"type": "regex", "regex": "a"}).deadline is None  # type: ignore[attr-defined]
     combined = referee.load({
-        "timeout": 1.5,
-        "components": {"a": {"type": "json_valid", "timeout": 0.5}, "b": "json_valid"},
+        "deadline": 1.5,
+        "components": {"a": {"type": "json_valid", "deadline": 0.5}, "b": "json_valid"},
     })  # fmt: skip
-    assert isinstance(combined, Combined) and combined.timeout == 1.5
-    assert [c.reward.timeout for c in combined.components] == [0.5, None]  # type: ignore[attr-defined]
-    scaled = referee.load({"type": "json_valid", "timeout": 3, "scale": 2})
-    assert isinstance(scaled, Transform) and scaled.reward.timeout == 3.0  # type: ignore[attr-defined]
+    assert isinstance(combined, Combined) and combined.deadline == 1.5
+    assert [c.reward.deadline for c in combined.components] == [0.5, None]  # type: ignore[attr-defined]
+    scaled = referee.load({"type": "json_valid", "deadline": 3, "scale": 2})
+    assert isinstance(scaled, Transform) and scaled.reward.deadline == 3.0  # type: ignore[attr-defined]
+    with pytest.warns(FutureWarning, match=r"components\.a\.timeout: timeout as the deadline"):
+        old = referee.load(
+            {"timeout": 1.5, "components": {"a": {"type": "json_valid", "timeout": 0.5}}}
+        )
+    assert isinstance(old, Combined) and old.deadline == 1.5
+    assert old.components[0].reward.deadline == 0.5  # type: ignore[attr-defined]
 
 
 def test_a_timeout_of_its_own_keeps_its_meaning() -> None:

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import json
 import os
 import re
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -331,3 +335,50 @@ def test_a_thread_stops_waiting_for_a_sleep_at_the_deadline() -> None:
     with no_hang():
         scores = referee.score(sleeps_in_a_thread, [rollout("ok"), rollout("sleep")])
     assert outcome(scores) == [1.0, "timeout"]
+
+
+# --- through the CLI: a plugin's check ------------------------------------------------------
+
+PLUGIN = '''
+import re, time
+from dataclasses import dataclass
+from referee import CheckReward
+
+@dataclass(kw_only=True)
+class CSpin(CheckReward):
+    """Spins in C on some inputs."""
+    name: str = "c_spin"
+    def check(self, rollout):
+        text = rollout.completion_text
+        if text.endswith("!"):
+            re.match(r"^(a+)+$", text)
+        elif text == "sleep":
+            time.sleep(60)
+        return 1.0
+'''
+
+
+def test_the_cli_scores_a_plugin_check_that_spins_in_c(tmp_path: Path) -> None:
+    (tmp_path / "referee_c_spin.py").write_text(PLUGIN)
+    info = tmp_path / "referee_c_spin-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: referee-c-spin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[referee.rewards]\nc_spin = referee_c_spin:CSpin\n")
+    texts = ["ok", "a" * 40 + "!", "fine", "sleep", "good"]
+    rows = tmp_path / "rollouts.jsonl"
+    rows.write_text(
+        "".join(json.dumps({"id": str(i), "completion": t}) + "\n" for i, t in enumerate(texts))
+    )
+    (tmp_path / "spec.yaml").write_text("type: c_spin\ndeadline: 0.5\n")
+    out = tmp_path / "scored.jsonl"
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    done = subprocess.run(
+        [sys.executable, "-m", "referee", "score", str(rows), "-s", str(tmp_path / "spec.yaml"),
+         "-o", str(out)],
+        env=env, capture_output=True, timeout=HANG, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode()
+    scored = [json.loads(line) for line in out.read_text().splitlines()]
+    got = [r["reward"] if r["failure"] is None else r["failure"]["type"] for r in scored]
+    assert got == [1.0, "timeout", 1.0, "timeout", 1.0]
+    assert "its worker process was killed" in scored[1]["failure"]["message"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 import threading
 import time
@@ -29,7 +30,7 @@ from tests.backends.conftest import HANG, running
 spins = [0]  # loop iterations of the stuck checks: it stops growing when they are stopped
 
 
-@referee.reward(deadline=0.5)
+@referee.reward(deadline=0.5, run_in="inline")  # in-process: `spins` counts its loops
 def loops_on_request(rollout: Rollout) -> float:
     """Loops for ever on the completion "loop"; 1.0 otherwise."""
     while rollout.completion_text == "loop":
@@ -79,6 +80,34 @@ def test_stuck_requests_fail_at_the_deadline_and_the_server_goes_on(reward: Any)
         time.sleep(0.3)
         assert spins[0] == before
         # The slots came back: as many requests as slots are served at once again.
+        again = [pool.submit(post, url + "/score", one("fine")) for _ in range(slots + 1)]
+        assert [f.result(timeout=HANG)["scores"][0]["reward"] for f in again] == [1.0] * 3
+
+
+@referee.reward(deadline=0.5)
+def spins_in_c_on_request(rollout: Rollout) -> float:
+    """On "loop", stdlib regex backtracking: C code holding the interpreter lock, which no
+    in-process deadline interrupts (a worker process, killed at the deadline)."""
+    if rollout.completion_text == "loop":
+        re.match(r"^(a+)+$", "a" * 40 + "!")
+    return 1.0
+
+
+def test_requests_spinning_in_c_fail_at_the_deadline_and_the_server_goes_on() -> None:
+    slots = 2
+    with (
+        running(spins_in_c_on_request, max_concurrent=slots) as url,
+        ThreadPoolExecutor(slots + 1) as pool,
+    ):
+        stuck = [pool.submit(post, url + "/score", one("loop")) for _ in range(slots)]
+        normal = pool.submit(post, url + "/score", one("fine"))
+        assert normal.result(timeout=HANG)["scores"][0]["reward"] == 1.0
+        for future in stuck:
+            [score] = future.result(timeout=HANG)["scores"]
+            assert score["failure"]["type"] == "timeout"
+            assert "its worker process was killed" in score["failure"]["message"]
+        body = post(url + "/get_reward", {"query": ["loop", "fine"]})
+        assert body["rewards"] == [0.0, 1.0]
         again = [pool.submit(post, url + "/score", one("fine")) for _ in range(slots + 1)]
         assert [f.result(timeout=HANG)["scores"][0]["reward"] for f in again] == [1.0] * 3
 

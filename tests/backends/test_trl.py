@@ -61,7 +61,7 @@ def test_values_are_what_referee_score_gives() -> None:
 def test_reference_and_metadata_columns_reach_the_rollout() -> None:
     seen: list[Rollout] = []
 
-    @referee.reward
+    @referee.reward(run_in="inline")  # `seen` is this process's
     def spy(rollout: Rollout) -> float:
         seen.append(rollout)
         return 1.0
@@ -112,7 +112,7 @@ def test_a_missing_reference_column_is_a_clear_error() -> None:
 def test_conversational_prompts_and_completions() -> None:
     seen: list[Rollout] = []
 
-    @referee.reward
+    @referee.reward(run_in="inline")  # `seen` is this process's
     def spy(rollout: Rollout) -> float:
         seen.append(rollout)
         return float(len(rollout.completion_text))
@@ -189,7 +189,7 @@ def test_a_skipped_component_is_out_of_its_mean_and_counted_as_skipped() -> None
 def test_per_component_scores_the_batch_once() -> None:
     calls: list[str] = []
 
-    @referee.reward
+    @referee.reward(run_in="inline")  # `calls` is this process's
     def counted(rollout: Rollout) -> float:
         calls.append(rollout.completion_text)
         return 1.0

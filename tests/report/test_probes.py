@@ -132,6 +132,7 @@ def test_only_the_groups_needed_for_the_golds_are_scored() -> None:
 
     class Counting(referee.CheckReward):
         name = "counting"
+        run_in = "inline"  # `seen` is this process's
 
         def check(self, rollout: Rollout) -> float:
             if not rollout.id.count(":probe:"):

@@ -92,31 +92,36 @@ def test_final_answer_needs_a_reward() -> None:
         referee.load({"type": "final_answer", "reward": 3})
 
 
-@referee.reward(deadline=5)
+@referee.reward(deadline=5, run_in="inline")  # final_answer's deadline bounds inline scoring
 def spin_on_loop(rollout: Rollout) -> float:
     while rollout.completion_text == "loop":
         pass
     return 1.0
 
 
-def test_final_answer_timeout_bounds_the_whole_rollout() -> None:
-    reward = FinalAnswer(reward=spin_on_loop, timeout=0.2)
+def test_final_answer_deadline_bounds_the_whole_rollout() -> None:
+    reward = FinalAnswer(reward=spin_on_loop, deadline=0.2)
     rollouts = [agent({"role": "assistant", "content": text}) for text in ("ok", "loop")]
     scores = referee.score(reward, rollouts)
     assert scores[0].value == 1.0
     assert scores[1].failure is not None and scores[1].failure.type == "timeout"
     assert "final_answer ran past its deadline" in scores[1].failure.message
-    spec = referee.load({"type": "final_answer", "timeout": 0.2, "reward": {"type": "json_valid"}})
+    spec = referee.load({"type": "final_answer", "deadline": 0.2, "reward": {"type": "json_valid"}})
     assert isinstance(spec, FinalAnswer) and spec.deadline_seconds == 0.2
+    with pytest.warns(FutureWarning, match="write deadline: 0.2"):  # the old spelling
+        old = referee.load(
+            {"type": "final_answer", "timeout": 0.2, "reward": {"type": "json_valid"}}
+        )
+    assert old.deadline_seconds == 0.2
 
 
-def test_final_answer_timeout_needs_a_sync_reward() -> None:
+def test_final_answer_deadline_needs_a_sync_reward() -> None:
     @referee.reward
     async def waits(rollout: Rollout) -> float:
         return 1.0
 
-    with pytest.raises(ValueError, match="set timeout on the inner reward"):
-        FinalAnswer(reward=waits, timeout=1)
+    with pytest.raises(ValueError, match="set deadline on the inner reward"):
+        FinalAnswer(reward=waits, deadline=1)
     assert FinalAnswer(reward=waits).deadline_seconds is None
 
 
