@@ -9,11 +9,15 @@
      thread goes on computing (printed: its CPU in the second after).
    The same for async rewards under referee: one awaiting for ever, one computing without
    awaiting.
+   And a check that spins in C (stdlib regex backtracking), which no in-process deadline
+   interrupts: in a worker process (``run_in: process``, the default for a function of yours),
+   killed at the deadline.
 2. `referee serve` (its own process) with `max_concurrent` requests whose rewards are stuck at
    all times (each re-sent as soon as its timeout comes back), and normal one-rollout requests
    from 4 clients in a closed loop: their p50/p99 latency, against the same normal load with
-   nothing stuck, same run; then the same with the switch interval at 1ms throughout (the slow
-   lane's 0.1ms switched off), for comparison.
+   nothing stuck, same run; for a Python loop inline (the slow lane's 0.1ms switch interval,
+   then 1ms throughout, for comparison), and for a C spin in worker processes (target: p99
+   under 2 s).
 
 Usage: python benchmarks/bench_deadline.py [--timeout 0.5] [--window 6]
 """
@@ -23,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -50,6 +55,13 @@ def spin(rollout: Rollout) -> float:
     return 1.0
 
 
+def c_spin(rollout: Rollout) -> float:
+    """A check that spins in C, holding the interpreter lock, on the completion "loop"."""
+    if rollout.completion_text == "loop":
+        re.match(r"^(a+)+$", "a" * 40 + "!")
+    return 1.0
+
+
 async def awaits_for_ever(rollout: Rollout) -> float:
     if rollout.completion_text == "loop":
         await asyncio.sleep(3600)
@@ -71,12 +83,14 @@ def cpu_in_the_next(seconds: float) -> float:
 def timed_out_rollout(seconds: float, repeats: int = 5) -> None:
     print(f"1. a rollout whose check never returns, timeout {seconds:g}s ({repeats} runs)")
     loop = [Rollout(completion="loop")]
-    for label, fn in [
-        ("sync check", spin),
-        ("async, awaiting for ever", awaits_for_ever),
-        ("async, computing without awaiting", computes_without_awaiting),
+    for label, fn, where in [
+        ("sync check, inline", spin, "inline"),
+        ("sync check, in a worker process", spin, "process"),
+        ("sync check spinning in C, in a worker process", c_spin, "process"),
+        ("async, awaiting for ever", awaits_for_ever, None),
+        ("async, computing without awaiting", computes_without_awaiting, None),
     ]:
-        reward = referee.reward(timeout=seconds)(fn)
+        reward = referee.reward(deadline=seconds, run_in=where)(fn)  # type: ignore[arg-type]
         late = []
         for _ in range(repeats):
             start = time.perf_counter()
@@ -86,8 +100,13 @@ def timed_out_rollout(seconds: float, repeats: int = 5) -> None:
             assert score.failure.type == "timeout", score
         cpu = cpu_in_the_next(1.0)
         median, most = statistics.median(late) * 1e3, max(late) * 1e3
+        what = (
+            "this process's CPU"
+            if where != "process"
+            else "this process's CPU (the worker was killed)"
+        )
         print(f"  referee, {label}: Failure {median:.0f} ms after the deadline "
-              f"(max {most:.0f} ms); CPU in the second after: {cpu:.2f}s")  # fmt: skip
+              f"(max {most:.0f} ms); {what} in the second after: {cpu:.2f}s")  # fmt: skip
 
     late = []
     with ThreadPoolExecutor(1) as pool:
@@ -111,11 +130,14 @@ SERVER = r"""
 import asyncio, sys
 sys.path.insert(0, sys.argv[1])
 import referee
-from benchmarks.bench_deadline import spin
+from benchmarks.bench_deadline import c_spin, spin
 from referee.backends.server import serve
 from referee.cli import STUCK_SWITCH_INTERVAL, SWITCH_INTERVAL
 sys.setswitchinterval(SWITCH_INTERVAL)  # as `referee serve` does
-reward = referee.reward(timeout=float(sys.argv[2]))(spin)
+if sys.argv[4] == "c":
+    reward = referee.reward(deadline=float(sys.argv[2]))(c_spin)  # a worker process
+else:
+    reward = referee.reward(deadline=float(sys.argv[2]), run_in="inline")(spin)
 stuck = STUCK_SWITCH_INTERVAL if sys.argv[3] == "1" else None
 asyncio.run(serve(reward, port=0, stuck_switch_interval=stuck,
                   ready=lambda url: print(url, flush=True)))
@@ -155,12 +177,17 @@ def percentiles(values: list[float]) -> tuple[float, float]:
 
 
 def server_under_stuck_requests(
-    seconds: float, window: float, slots: int = 8, stuck_switch: bool = True
-) -> None:
+    seconds: float,
+    window: float,
+    slots: int = 8,
+    stuck_switch: bool = True,
+    spin_in_c: bool = False,
+) -> float:
     """Part 2; `stuck_switch`: the slow lane's shorter switch interval, as `referee serve`
-    sets it (else 1ms throughout, as before it)."""
+    sets it (else 1ms throughout, as before it); `spin_in_c`: the stuck requests spin in C,
+    in worker processes. The normal requests' p99 under stuck ones, in seconds."""
     proc = subprocess.Popen([sys.executable, "-c", SERVER, str(ROOT), str(seconds),
-                             "1" if stuck_switch else "0"],
+                             "1" if stuck_switch else "0", "c" if spin_in_c else "python"],
                             stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
         assert proc.stdout is not None
@@ -189,13 +216,15 @@ def server_under_stuck_requests(
     p50, p99 = percentiles(calm)
     b50, b99 = percentiles(busy)
     interval = "0.1ms in the slow lane" if stuck_switch else "1ms throughout (before 0.1ms)"
-    print(f"2. referee serve, max_concurrent {slots}, reward timeout {seconds:g}s, switch "
-          f"interval {interval},")  # fmt: skip
+    stuck_how = "spinning in C, in worker processes" if spin_in_c else "a Python loop, inline"
+    print(f"2. referee serve, max_concurrent {slots}, reward deadline {seconds:g}s ({stuck_how}), "
+          f"switch interval {interval},")  # fmt: skip
     print(f"   normal one-rollout requests from 4 clients for {window:g}s")
     print(f"  nothing stuck: {len(calm)} requests, p50 {p50 * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms")
     print(f"  {slots} stuck requests at all times ({stuck_done[0]} timed out meanwhile): "
           f"{len(busy)} requests, p50 {b50 * 1e3:.1f} ms, p99 {b99 * 1e3:.1f} ms")  # fmt: skip
     print(f"  ratio stuck/calm: p50 {b50 / p50:.1f}x, p99 {b99 / p99:.1f}x")
+    return b99
 
 
 def main() -> None:
@@ -206,6 +235,11 @@ def main() -> None:
     timed_out_rollout(args.timeout)
     server_under_stuck_requests(max(args.timeout, 2.0), args.window)
     server_under_stuck_requests(max(args.timeout, 2.0), args.window, stuck_switch=False)
+    p99 = server_under_stuck_requests(max(args.timeout, 2.0), args.window, spin_in_c=True)
+    print(
+        f"  {'PASS' if p99 < 2.0 else 'FAIL'}: p99 {p99 * 1e3:.0f} ms while requests spin in C "
+        "(target under 2 s)"
+    )
 
 
 if __name__ == "__main__":

@@ -553,8 +553,8 @@ class CheckReward(RewardBase):
     ) -> list[Score]:
         if self.is_sync:
             return each(self.score_sync, rollouts)
-        # In the worker pool, from a thread: the event loop goes on meanwhile.
-        return await asyncio.to_thread(pool().score, self, rollouts)
+        # In the worker pool; the event loop goes on meanwhile.
+        return await pool().score_async(self, rollouts)
 
 
 async def gather_bounded(

@@ -41,6 +41,7 @@ The cost per rollout on this path is a pickle of the rollout and a JSON answer
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import io
@@ -101,10 +102,18 @@ milliseconds after the deadline: a worker kept is a start-up saved)."""
 MAX_REPLY_BYTES: Final = 16 << 20
 """Largest answer a worker may send for one rollout."""
 
+SLOW_AFTER: Final = 0.25
+"""Seconds on one rollout after which a worker counts as stuck (see `WorkerPool._limit`)."""
+
+EXTRA: Final = 8
+"""Most workers the pool starts beyond its size while others are stuck."""
+
 START_TIMEOUT: Final = 120.0
 """Seconds a new worker may take to start (import referee and its dependencies)."""
 
 _HEADER = struct.Struct("<I")
+_REST_OF_ANSWER = 10.0  # seconds the rest of an answer may take once its first bytes came
+_CALLERS = 64  # coroutines waiting on the pool at once (`WorkerPool.score_async`)
 _REWARDS_HELD = 256  # rewards whose pickled form the pool keeps
 _IN_WORKER = False
 
@@ -236,6 +245,7 @@ class _Worker:
         self.poll.register(self.fd, select.POLLIN)
         self.rewards: dict[int, None] = {}  # ids of the reward entries it holds
         self.ready = False
+        self.niced = False
         _send(self.to_worker, pickle.dumps(sys.path))
 
     def wait_ready(self) -> None:
@@ -266,6 +276,8 @@ class _Worker:
         parts: list[bytes] = []
         left = size
         while left:
+            if parts:  # the rest of an answer begun: it comes at once, or never
+                until = max(until, time.monotonic() + _REST_OF_ANSWER)
             wait = None if until == math.inf else max(0.0, until - time.monotonic())
             if wait is not None and not self.poll.poll(wait * 1000):
                 if parts:  # half an answer: it is stuck mid-write, or dead
@@ -287,6 +299,27 @@ class _Worker:
             with contextlib.suppress(ValueError):
                 return f"killed by {signal.Signals(-code).name}"
         return f"exit status {code}"
+
+    def lower_priority(self) -> None:
+        """Nice its process group to 19: a check stuck until its deadline (spinning in C)
+        takes CPU only where nothing else wants it, so the other workers' checks (and
+        `referee serve`) are not starved by it."""
+        if not self.niced:
+            self.niced = True
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PGRP, self.proc.pid, 19)
+
+    def restore_priority(self) -> bool:
+        """Back to the normal priority after a slow rollout it finished; False where this
+        process may not raise a priority (not root): the worker is then replaced."""
+        if not self.niced:
+            return True
+        try:
+            os.setpriority(os.PRIO_PGRP, self.proc.pid, os.getpriority(os.PRIO_PROCESS, 0))
+        except OSError:
+            return False
+        self.niced = False
+        return True
 
     def kill(self) -> None:
         with contextlib.suppress(OSError):
@@ -322,12 +355,16 @@ class WorkerPool:
         self.size = size or _default_size()
         self._idle: list[_Worker] = []
         self._started = 0
+        # id(worker) -> when the rollout it is scoring now began: a worker on one rollout for
+        # longer than SLOW_AFTER is taken for stuck, and lets the pool start one more.
+        self._running: dict[int, float] = {}
         self._lock = threading.Condition()
         # id(reward) -> (reward, its entry), the most recent last: a reward need not be hashable
         # (a dataclass) nor weakly referable (slots); holding it keeps its id its own.
         self._entries: OrderedDict[int, tuple[Any, _RewardEntry]] = OrderedDict()
         self._next_key = 0
         self._threads: ThreadPoolExecutor | None = None
+        self._callers: ThreadPoolExecutor | None = None
         self._closed = False
 
     # -- the public call
@@ -358,6 +395,16 @@ class WorkerPool:
         futures = [threads.submit(self._chunk, reward, entry, deadline, c) for c in chunks]
         return [s for f in futures for s in f.result()]
 
+    async def score_async(self, reward: Scorable, rollouts: Sequence[Rollout]) -> list[Score]:
+        """`score` from a coroutine: the wait is on one of the pool's own threads, never on
+        the event loop's default executor, whose few threads stuck calls would all hold
+        (`referee serve` with requests spinning until their deadline)."""
+        with self._lock:
+            if self._callers is None:
+                self._callers = ThreadPoolExecutor(_CALLERS, "referee-workers-wait")
+            callers = self._callers
+        return await asyncio.wrap_future(callers.submit(self.score, reward, rollouts))
+
     def close(self) -> None:
         """Stop every worker (idle ones now; busy ones as they come back)."""
         with self._lock:
@@ -365,15 +412,16 @@ class WorkerPool:
             idle, self._idle = self._idle, []
         for worker in idle:
             worker.kill()
-        if self._threads is not None:
-            self._threads.shutdown(wait=False)
+        for threads in (self._threads, self._callers):
+            if threads is not None:
+                threads.shutdown(wait=False)
 
     # -- inside
 
     def _executor(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._threads is None:
-                self._threads = ThreadPoolExecutor(self.size * 2, "referee-workers")
+                self._threads = ThreadPoolExecutor((self.size + EXTRA) * 2, "referee-workers")
             return self._threads
 
     def _entry(self, reward: Scorable) -> _RewardEntry:
@@ -400,10 +448,11 @@ class WorkerPool:
                         return worker
                     self._started -= 1  # it died idle (killed from outside): forget it
                     worker.kill()
-                if self._started < self.size:
+                if self._started < self._limit():
                     self._started += 1
                     break
-                self._lock.wait()
+                # Someone may become stuck meanwhile, and make room: look again soon.
+                self._lock.wait(SLOW_AFTER / 2 if self._running else None)
         try:
             worker = _start()
             worker.wait_ready()
@@ -412,10 +461,19 @@ class WorkerPool:
             raise
         return worker
 
+    def _limit(self) -> int:
+        """Workers the pool may have now: its size, plus one per worker stuck on a rollout
+        (at most `EXTRA`), so that checks spinning until their deadline cannot make every
+        other batch wait behind them (`referee serve` with stuck requests)."""
+        now = time.monotonic()
+        stuck = sum(1 for began in list(self._running.values()) if now - began > SLOW_AFTER)
+        return self.size + min(stuck, EXTRA)
+
     def _warm_one(self) -> None:
-        """Start a worker in the background, for the next chunk (after one was killed)."""
+        """Start a worker in the background, for the next chunk (after one was killed, or
+        while one is stuck), where the pool may have one more (`_limit`)."""
         with self._lock:
-            if self._closed or self._started >= self.size:
+            if self._closed or self._idle or self._started >= self._limit():
                 return
             self._started += 1
 
@@ -432,6 +490,9 @@ class WorkerPool:
         threading.Thread(target=warm, name="referee-worker-warm", daemon=True).start()
 
     def _give_back(self, worker: _Worker) -> None:
+        if not worker.restore_priority():
+            self._lost(worker)
+            return
         with self._lock:
             if not self._closed:
                 self._idle.append(worker)
@@ -523,9 +584,29 @@ class WorkerPool:
             worker.rewards[entry.key] = None
         self._send(worker, {"key": entry.key, "deadline": deadline, "rollouts": todo})
         start = time.monotonic()
+        try:
+            return self._answers(worker, reward, deadline, todo, out, start)
+        finally:
+            self._running.pop(id(worker), None)
+
+    def _answers(
+        self,
+        worker: _Worker,
+        reward: Scorable,
+        deadline: float | None,
+        todo: list[Rollout],
+        out: list[Score],
+        start: float,
+    ) -> bool:
+        """`_run`'s second half: read `worker`'s answers to `todo`, one per rollout."""
         for _ in todo:
+            self._running[id(worker)] = start
             until = math.inf if deadline is None else start + deadline + GRACE
-            answer = worker.read(until)
+            answer = worker.read(min(until, start + SLOW_AFTER))
+            if answer is None and until > start + SLOW_AFTER:
+                worker.lower_priority()  # stuck, maybe spinning: the others' checks come first
+                self._warm_one()  # and a worker for them, started now rather than on demand
+                answer = worker.read(until)
             now = time.monotonic()
             if answer is None:
                 worker.kill()

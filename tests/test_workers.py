@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -382,3 +383,26 @@ def test_the_cli_scores_a_plugin_check_that_spins_in_c(tmp_path: Path) -> None:
     got = [r["reward"] if r["failure"] is None else r["failure"]["type"] for r in scored]
     assert got == [1.0, "timeout", 1.0, "timeout", 1.0]
     assert "its worker process was killed" in scored[1]["failure"]["message"]
+
+
+@referee.reward(deadline=8)
+def spins_long(r: Rollout) -> float:
+    if r.completion_text == "spin":
+        sum(itertools.repeat(1, 10**13))
+    return 1.0
+
+
+def test_a_stuck_worker_does_not_hold_up_the_next_batch() -> None:
+    # One worker, stuck on a C spin until its deadline: a batch arriving meanwhile gets a
+    # worker of its own (`referee serve` with stuck requests: the others are answered).
+    pool = workers.WorkerPool(1)
+    try:
+        with no_hang(), ThreadPoolExecutor(1) as threads:
+            stuck = threads.submit(pool.score, spins_long, [rollout("spin")])
+            while not pool._running:
+                time.sleep(0.01)
+            assert outcome(pool.score(spins_long, [rollout("fine")])) == [1.0]
+            assert not stuck.done()  # answered while the other was still stuck
+            assert outcome(stuck.result()) == ["timeout"]
+    finally:
+        pool.close()
