@@ -61,6 +61,7 @@ functions) instead of failing every rollout, or worse, being left out of every t
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import inspect
@@ -341,14 +342,15 @@ def failure_from_exception(exc: Exception, where: str) -> Score:
 # --- the base classes ----------------------------------------------------------------------
 
 
+_OWN_FRAMES = frozenset({__file__, "<frozen abc>", abc.__file__ or ""})  # between a class and us
+
+
 def _deprecated_timeout(owner: str, stacklevel: int | None = None) -> None:
     """Warn that `owner` names its deadline ``timeout``, at the caller's line (`stacklevel`;
     None: the first frame outside referee and abc, where a class statement is)."""
     if stacklevel is None:
         frame, stacklevel = sys._getframe(1), 2
-        while frame.f_back is not None and (
-            frame.f_code.co_filename == __file__ or "abc" in frame.f_code.co_filename
-        ):
+        while frame.f_back is not None and frame.f_code.co_filename in _OWN_FRAMES:
             frame, stacklevel = frame.f_back, stacklevel + 1
     warnings.warn(
         f"{owner}: timeout as the deadline is deprecated; name it deadline "

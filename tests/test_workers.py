@@ -140,33 +140,27 @@ def test_nothing_keeps_running_after_the_timeout() -> None:
     assert sum(_cpu(pid) - used for pid, used in cpu.items()) < 0.1
 
 
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command's name (None: it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
 def _children() -> list[int]:
     found = []
     for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat") as fh:
-                    fields = fh.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == os.getpid():
-                found.append(int(name))
+        fields = _stat(int(name)) if name.isdigit() else None
+        if fields is not None and int(fields[1]) == os.getpid():
+            found.append(int(name))
     return found
 
 
-def _state(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return "gone"
-
-
 def _cpu(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-    except OSError:
+    fields = _stat(pid)
+    if fields is None:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
