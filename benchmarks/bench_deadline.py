@@ -131,14 +131,13 @@ import asyncio, sys
 sys.path.insert(0, sys.argv[1])
 import referee
 from benchmarks.bench_deadline import c_spin, spin
-from referee.backends.server import serve
-from referee.cli import STUCK_SWITCH_INTERVAL, SWITCH_INTERVAL
-sys.setswitchinterval(SWITCH_INTERVAL)  # as `referee serve` does
+from referee.backends.server import serve, serve_switch_intervals
+stuck_interval = serve_switch_intervals()  # as `referee serve` does
 if sys.argv[4] == "c":
     reward = referee.reward(deadline=float(sys.argv[2]))(c_spin)  # a worker process
 else:
     reward = referee.reward(deadline=float(sys.argv[2]), run_in="inline")(spin)
-stuck = STUCK_SWITCH_INTERVAL if sys.argv[3] == "1" else None
+stuck = stuck_interval if sys.argv[3] == "1" else None
 asyncio.run(serve(reward, port=0, stuck_switch_interval=stuck,
                   ready=lambda url: print(url, flush=True)))
 """

@@ -1,7 +1,7 @@
 """instruction_following against lm-eval's own IFEval checker, on the same inputs, same run.
 
 1. Agreement: for every instruction type, generated responses (meant to pass and to fail,
-   fixed seed; tests/rewards/ifeval_cases.py) and references of two to four instructions
+   fixed seed; tests/support/ifeval_cases.py) and references of two to four instructions
    ("mixed", as IFEval's prompts); referee's per-instruction verdicts (the reward's
    components) against lm-eval's ``test_instruction_following_strict`` / ``_loose``
    ``follow_instruction_list``. Prints type, cases, agreement in each mode, and each side's
@@ -12,7 +12,7 @@
 
 lm-eval runs from its own installed modules (``pip install --no-deps lm-eval``), with NLTK's
 English Punkt model written from the data referee reads and langdetect seeded with 0 (see
-tests/rewards/ifeval_oracle.py).
+tests/support/ifeval_oracle.py).
 
 Usage: python benchmarks/bench_ifeval.py [--cases 2000] [--timed 300] [--rollouts 2000]
        [--repeat 5]
@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 import referee  # noqa: E402
 from benchmarks.bench_deterministic import best_of_interleaved  # noqa: E402
 from referee.rewards import InstructionFollowing  # noqa: E402
-from tests.rewards import ifeval_cases, ifeval_oracle  # noqa: E402
+from tests.support import ifeval_cases, ifeval_oracle  # noqa: E402
 
 MODES = ("strict", "loose")
 Case = tuple[dict[str, Any], str]

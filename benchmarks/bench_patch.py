@@ -40,10 +40,9 @@ from typing import Any
 
 import referee
 from referee.rewards import PatchTests
-from referee.rewards._diff import extract_diff
-from referee.rewards._snapshot import snapshot_tar
-from referee.rewards.patch import APPLY_COMMANDS
-from referee.rewards.patch_reference import PatchReference
+from referee.rewards.patch import APPLY_COMMANDS, PatchReference
+from referee.rewards.patch._diff import extract_diff
+from referee.rewards.patch._snapshot import snapshot_tar
 from referee.verifiers.sandbox import Job, get_sandbox
 
 MODULES, FUNCTIONS = 20, 5

@@ -2,7 +2,7 @@
 run, same spec, same rows.
 
 The cluster: a head and two worker nodes, each a `ray start` process group of its own on this
-machine with one CPU (tests/backends/ray_cluster.py), so one actor per node. Each side is the
+machine with one CPU (tests/support/ray_cluster.py), so one actor per node. Each side is the
 command a user runs, `referee score LOG --spec SPEC -o OUT` (plus ``--engine ray --address``),
 timed from its start to its exit; rows/s from its first written batch to its exit (without
 Ray's join and actor start) is printed too. Both outputs are compared byte for byte.
@@ -37,8 +37,8 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.bench_deterministic import SPEC  # noqa: E402
 from benchmarks.bench_score_log import write_log  # noqa: E402
 from referee.judges.testing import FakeJudgeServer, Reply  # noqa: E402
-from tests.backends.conftest import letter_judge, spec_with_judge  # noqa: E402
-from tests.backends.ray_cluster import LoopbackCluster  # noqa: E402
+from tests.support.judges import letter_judge, spec_with_judge  # noqa: E402
+from tests.support.ray_cluster import LoopbackCluster  # noqa: E402
 
 
 class Run:

@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import referee
-from referee.rewards import PythonTests, _harness
+from referee.rewards import PythonTests
+from referee.rewards.code import _harness
 from referee.verifiers.sandbox import Job, LocalSandbox, get_sandbox
 
 

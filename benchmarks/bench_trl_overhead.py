@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_deterministic import SPEC, baseline_pairs, extraction_rollouts  # noqa: E402
 from referee.backends.trl import reward_funcs  # noqa: E402
-from tests.backends import tiny  # noqa: E402
+from tests.support import tiny  # noqa: E402
 
 
 def handwritten(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:

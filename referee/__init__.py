@@ -12,6 +12,10 @@ Example:
     ```
 """
 
+import sys
+
+from referee import scores as _scores
+from referee._moved import MovedModule as _MovedModule
 from referee.compose import (
     Combined,
     Component,
@@ -50,10 +54,14 @@ from referee.reward import (
     score,
 )
 from referee.rollout import Message, Rollout, ToolCall
-from referee.score import Failure, Score
+from referee.scores import Failure, Score
 from referee.spec import load
 
 __version__ = "0.1.0"
+
+# `referee.score` is the function. The module that held `Score` and `Failure` is
+# `referee.scores`; its old path answers, with a DeprecationWarning, for a release.
+sys.modules.setdefault("referee.score", _MovedModule("referee.score", _scores))
 
 __all__ = [
     "AsyncReward",

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import itertools
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
-from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 from rich.table import Table
@@ -24,22 +22,22 @@ from referee.report.diagnostics import (
     AGREEMENT_STATISTICS,
     ReportRow,
     build_report,
-    label_value,
+    join_rows,
     missing_lines,
-    preference_value,
 )
 from referee.report.results import Report
 from referee.reward import Reward
-from referee.rollouts.jsonl import RowError, RowOk, read_jsonl, validation_message
-from referee.rollouts.output import check_output, write_output
-from referee.rollouts.readers import FORMATS, Format, parse_mapping, read_rollouts, rows_of
+from referee.rollouts.jsonl import RowOk, read_jsonl
+from referee.rollouts.output import write_output
+from referee.rollouts.readers import FORMATS, FileFormat, parse_mapping, read_rollouts
 from referee.rollouts.run import (
     DEFAULT_BATCH_SIZE,
-    score_file,
+    RowList,
+    score_in_memory,
     score_rows,
-    score_to_path,
+    score_to,
 )
-from referee.rollouts.scored import ScoredRow
+from referee.rollouts.scored import read_scored
 from referee.rollouts.summary import Summary
 from referee.spec import load
 
@@ -50,8 +48,6 @@ __all__ = ["main"]
 
 _PROGRESS_MIN_BYTES = 1 << 20
 RAY_BATCH_SIZE = 4096  # files smaller than this finish before a bar is worth drawing
-SWITCH_INTERVAL = 0.001  # `referee serve`: seconds a thread holds the interpreter lock in turn
-STUCK_SWITCH_INTERVAL = 0.0001  # the same, while a request is in the slow lane
 
 
 def _fmt(value: float | None) -> str:
@@ -144,7 +140,7 @@ def main() -> None:
 @click.option("--workers", type=click.IntRange(1), help="With --engine ray: how many actors.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary.")
 def score(
-    rollouts: Path, spec: str, output: Path | None, resume: bool, format_: Format | None,
+    rollouts: Path, spec: str, output: Path | None, resume: bool, format_: FileFormat | None,
     maps: tuple[str, ...], batch_size: int | None, concurrency: int | None, engine: str,
     address: str | None, workers: int | None, quiet: bool,
 ) -> None:  # fmt: skip
@@ -173,24 +169,13 @@ def score(
         raise click.UsageError("--resume needs --output: the run continues into that file")
     try:
         mapping = parse_mapping(maps)
-        kept = 0
         with _progress(rollouts, err, quiet) as advance:
-            if output is None:
-                run = score_file(
-                    rollouts, reward, sys.stdout, format=format_, mapping=mapping,
-                    batch_size=batch_size, concurrency=concurrency, on_progress=advance,
-                )  # fmt: skip
-            else:
-                # The run writes OUTPUT.partial and OUTPUT.partial.json, then renames the
-                # first over OUTPUT: none may be a link, a device or a FIFO.
-                for path in _run_files(output):
-                    check_output(path)
-                rows = read_rollouts(rollouts, format=format_, mapping=mapping)
-                run, kept = score_to_path(
-                    rollouts, rows, reward, output, spec_text=Path(spec).read_text(),
-                    options={"format": format_, "map": mapping}, resume=resume,
-                    batch_size=batch_size, concurrency=concurrency, on_progress=advance,
-                )  # fmt: skip
+            run, kept = score_to(
+                rollouts, reward, sys.stdout if output is None else output,
+                format=format_, mapping=mapping, spec_text=Path(spec).read_text(),
+                resume=resume, batch_size=batch_size, concurrency=concurrency,
+                on_progress=advance,
+            )  # fmt: skip
     except KeyboardInterrupt:
         where = f"; run the same command with --resume to finish {output}" if output else ""
         err.print(f"[yellow]interrupted{where}[/yellow]")
@@ -217,13 +202,10 @@ def score(
             console.print(f"wrote {run.summary.rows} rows to {output}")
 
 
-def _run_files(output: Path) -> tuple[Path, ...]:
-    """The files `score_to_path` writes for `output`."""
-    return (
-        output,
-        output.with_name(output.name + ".partial"),
-        output.with_name(output.name + ".partial.json"),
-    )
+def _deprecated(old: str, new: str) -> None:
+    """Say on stderr that a command line's form is deprecated, and its replacement."""
+    click.echo(f"referee: deprecated: {old} (the same meaning: {new}); it will stop working",
+               err=True)  # fmt: skip
 
 
 def _write(path: Path | str, text: str) -> None:
@@ -234,72 +216,18 @@ def _write(path: Path | str, text: str) -> None:
         raise click.ClickException(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
 
 
-def _output_rows(items: list[RowOk | RowError], reward: Reward, source: Path) -> list[ScoredRow]:
-    """The rows `referee score` would write for `items`, in memory."""
-    out: list[ScoredRow] = []
-    run_sync(score_rows(items, reward, out.append, source=str(source)))
-    return out
-
-
-def _report_rows(
-    items: Iterable[RowOk | RowError],
-    scores: Iterable[ScoredRow],
-    label: str | None,
-    preference: str | None = None,
-) -> tuple[list[ReportRow], str | None, str | None]:
-    """Report rows from input items and their scored rows (in the same order), and the label
-    and preference keys found."""
-    rows: list[ReportRow] = []
-    found: str | None = label
-    found_pref: str | None = preference
-    for i, (item, scored) in enumerate(itertools.zip_longest(items, scores)):
-        if item is None or scored is None:
-            raise click.ClickException(
-                f"the scored file and the rollouts differ in length (at row {i + 1}); "
-                "pass the rollouts file that was scored"
-            )
-        chars = None
-        value = None
-        preferred = None
-        if isinstance(item, RowOk):
-            if scored.id is not None and scored.id != item.rollout.id:
-                raise click.ClickException(
-                    f"row {i + 1}: the scored file has id {scored.id!r}, the rollouts "
-                    f"{item.rollout.id!r}; pass the rollouts file that was scored"
-                )
-            chars = len(item.rollout.completion_text)
-            key, value = label_value(item.rollout.metadata, label)
-            found = found or key
-            pkey, preferred = preference_value(item.rollout.metadata, preference)
-            found_pref = found_pref or pkey
-        rows.append(ReportRow.of(scored, chars=chars, label=value, preferred=preferred))
-    return rows, found, found_pref
-
-
-def _scored_rows(path: Path) -> Iterator[ScoredRow]:
-    for number, _, row, error in rows_of(path):
-        why = error or "no reward key"
-        if row is not None and "reward" in row:
-            try:
-                scored = ScoredRow.model_validate(row)
-            except ValidationError as exc:
-                why = validation_message(exc)
-            else:
-                yield scored
-                continue
-        raise click.ClickException(
-            f"{path}:{number}: not a scored row ({why}); "
-            "pass the output of referee score, or rollouts with --spec"
-        )
-
-
 @main.command()
-@click.argument("scored", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument(
+    "scored", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
 @click.option(
     "--rollouts", "-r", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="The rollouts that were scored: adds completion lengths and human labels.",
+    help="The rollouts that were scored (adds completion lengths and human labels); "
+    "with --spec, the rollouts to score.",
 )  # fmt: skip
-@click.option("--spec", "-s", help="Score SCORED (then rollouts) with this spec first.")
+@click.option(
+    "--spec", "-s", help="Score --rollouts with this spec first (then no SCORED is given)."
+)
 @click.option("--repeat", default=1, show_default=True, type=click.IntRange(1),
               help="With --spec: score N times and report how often verdicts flip.")  # fmt: skip
 @click.option("--label", "-l", help="Metadata key of a human label (default: label, ...).")
@@ -315,44 +243,58 @@ def _scored_rows(path: Path) -> Iterator[ScoredRow]:
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the report's numbers as JSON here.")  # fmt: skip
 def report(
-    scored: Path, rollouts: Path | None, spec: str | None, repeat: int, label: str | None,
-    preference: str | None, threshold: float, format_: Format | None, maps: tuple[str, ...],
+    scored: Path | None, rollouts: Path | None, spec: str | None, repeat: int, label: str | None,
+    preference: str | None, threshold: float, format_: FileFormat | None, maps: tuple[str, ...],
     html_path: Path | None, json_path: Path | None,
 ) -> None:  # fmt: skip
     """Diagnose a reward on logged rollouts: distributions, failures, GRPO signal, length
     correlation, agreement with human labels, determinism (HTML, JSON and a terminal summary).
 
-    SCORED is the output of `referee score`; with --spec it is a rollouts file, scored here."""
+    SCORED is the output of `referee score` (with --rollouts, the rollouts it scored). Or
+    score first: --rollouts FILE --spec SPEC, and no SCORED."""
     from referee.report.html import render_html
 
+    if spec is not None and scored is not None and rollouts is None:
+        _deprecated("referee report ROLLOUTS --spec SPEC",
+                    "referee report --rollouts ROLLOUTS --spec SPEC")  # fmt: skip
+        scored, rollouts = None, scored
+    if spec is not None and scored is not None:
+        raise click.UsageError("give SCORED (a scored file) or --spec with --rollouts, not both")
+    if scored is None and (spec is None or rollouts is None):
+        raise click.UsageError("give SCORED (a file referee score wrote), or --rollouts and --spec")
     try:
         mapping = parse_mapping(maps)
         repeats: list[list[float | None]] | None = None
-        if spec is not None:
+        if spec is not None and rollouts is not None:
             reward = _load_spec(spec)
-            items = list(read_rollouts(scored, format=format_, mapping=mapping))
-            runs = [_output_rows(items, reward, scored) for _ in range(repeat)]
+            items = list(read_rollouts(rollouts, format=format_, mapping=mapping))
+            runs = [score_in_memory(items, reward, source=str(rollouts)) for _ in range(repeat)]
             repeats = [[r.reward for r in run] for run in runs]
-            rows, found, found_pref = _report_rows(items, runs[0], label, preference)
-        elif rollouts is not None:
+            rows, found, found_pref = join_rows(
+                items, runs[0], label, preference, source=str(rollouts)
+            )
+        elif rollouts is not None and scored is not None:
             items_iter = read_rollouts(rollouts, format=format_, mapping=mapping)
-            rows, found, found_pref = _report_rows(
-                items_iter, _scored_rows(scored), label, preference
+            rows, found, found_pref = join_rows(
+                items_iter, read_scored(scored), label, preference, source=str(scored)
             )
         else:
-            rows = [ReportRow.of(r) for r in _scored_rows(scored)]
+            assert scored is not None  # (the usage checks above)
+            rows = [ReportRow.of(r) for r in read_scored(scored)]
             found = found_pref = None
     except RefereeError as exc:
         raise click.ClickException(str(exc)) from None
+    shown = scored if scored is not None else rollouts
+    assert shown is not None  # (the usage checks above)
     result = build_report(rows, label=found, preference=found_pref, threshold=threshold,
-                          repeats=repeats, source=str(scored))  # fmt: skip
+                          repeats=repeats, source=str(shown))  # fmt: skip
     console = Console()
     _print_report(console, result)
     if json_path is not None:
         _write(json_path, result.to_json(indent=2))
         console.print(f"wrote {json_path}")
     if html_path is not None:
-        _write(html_path, render_html(result, title=f"referee report: {scored.name}"))
+        _write(html_path, render_html(result, title=f"referee report: {shown.name}"))
         console.print(f"wrote {html_path}")
 
 
@@ -409,11 +351,14 @@ def _print_report(console: Console, result: Report) -> None:
 
 
 @main.command()
-@click.argument("a")
-@click.argument("b")
+@click.argument("scored", nargs=-1, type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--spec", "-s", "specs", multiple=True,
+    help="Score --rollouts with this spec (give it twice, for the two rewards compared).",
+)  # fmt: skip
 @click.option(
     "--rollouts", "-r", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="A and B are specs: score these rollouts with each. Otherwise A and B are scored files.",
+    help="The rollouts both --spec score.",
 )  # fmt: skip
 @click.option("--threshold", default=0.5, show_default=True,
               help="Reward at or above which a verdict is a pass.")  # fmt: skip
@@ -423,37 +368,40 @@ def _print_report(console: Console, result: Report) -> None:
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the comparison as JSON here.")  # fmt: skip
 def compare(
-    a: str, b: str, rollouts: Path | None, threshold: float, top: int, format_: Format | None,
-    maps: tuple[str, ...], json_path: Path | None,
+    scored: tuple[str, ...], specs: tuple[str, ...], rollouts: Path | None, threshold: float,
+    top: int, format_: FileFormat | None, maps: tuple[str, ...], json_path: Path | None,
 ) -> None:  # fmt: skip
-    """Compare two rewards on the same rollouts: two specs (with --rollouts) or two files
-    scored by `referee score`."""
-    from referee.report.compare import Compared
+    """Compare two rewards on the same rollouts: two files scored by `referee score`
+    (SCORED SCORED), or two specs scoring the same rollouts (--spec A --spec B --rollouts R)."""
     from referee.report.compare import compare as compare_scores
+    from referee.report.compare import pair_rows
+
+    if rollouts is not None and not specs and len(scored) == 2:
+        _deprecated("referee compare A B --rollouts R",
+                    "referee compare --spec A --spec B --rollouts R")  # fmt: skip
+        scored, specs = (), scored
+    if scored and specs:
+        raise click.UsageError("give two scored files, or two --spec with --rollouts, not both")
+    if not (len(scored) == 2 or (len(specs) == 2 and rollouts is not None)):
+        raise click.UsageError(
+            "give two scored files (SCORED SCORED), or --spec A --spec B with --rollouts"
+        )
+    a, b = scored or specs
 
     try:
-        if rollouts is not None:
+        if specs:
+            assert rollouts is not None  # (the usage checks above)
             items = list(read_rollouts(rollouts, format=format_, mapping=parse_mapping(maps)))
-            rows_a, rows_b = (_output_rows(items, _load_spec(spec), rollouts) for spec in (a, b))
+            rows_a, rows_b = (
+                score_in_memory(items, _load_spec(spec), source=str(rollouts)) for spec in (a, b)
+            )
         else:
-            rows_a, rows_b = list(_scored_rows(Path(a))), list(_scored_rows(Path(b)))
+            rows_a, rows_b = list(read_scored(a)), list(read_scored(b))
+        pairs = pair_rows(rows_a, rows_b, (a, b))
     except RefereeError as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
         raise click.ClickException(str(exc)) from None
-    if len(rows_a) != len(rows_b):
-        raise click.ClickException(
-            f"{a} has {len(rows_a)} rows and {b} {len(rows_b)}: compare scorings of the same "
-            "rollouts"
-        )
-    pairs = []
-    for i, (x, y) in enumerate(zip(rows_a, rows_b, strict=True)):
-        if x.id != y.id:
-            raise click.ClickException(
-                f"row {i + 1}: id {x.id!r} in {a} but {y.id!r} in {b}: compare "
-                "scorings of the same rollouts, in the same order"
-            )
-        pairs.append(Compared(str(x.id), x.group, x.reward, y.reward))
     names = (Path(a).stem, Path(b).stem)
     if names[0] == names[1]:
         names = ("A", "B")
@@ -506,23 +454,19 @@ def compare(
               help="Write the results as JSON here.")  # fmt: skip
 def probe(
     rollouts: Path, spec: str, limit: int, fraction: float, max_share: float, only: str | None,
-    format_: Format | None, maps: tuple[str, ...], json_path: Path | None,
+    format_: FileFormat | None, maps: tuple[str, ...], json_path: Path | None,
 ) -> None:  # fmt: skip
     """Try reward hacks built from ROLLOUTS against a spec; exit 1 when any works (for CI).
 
     Probes: empty answer, format without content, prompt copied back, hedged answers, an
     instruction to the grader, a fake verdict, a judge-fence escape, for code exit-0 / PASSED /
     always-equal; and the gold answer repeated or padded (which must not earn more)."""
-    from referee.report.probes import PROBES, run_probes
+    from referee.report.probes import probe_names, run_probes
 
-    names = None
-    if only:
-        names = [n.strip() for n in only.split(",") if n.strip()]
-        unknown = sorted(set(names) - {p.name for p in PROBES})
-        if unknown:
-            raise click.UsageError(
-                f"unknown probes {unknown}; known: {', '.join(p.name for p in PROBES)}"
-            )
+    try:
+        names = probe_names(only)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
     reward = _load_spec(spec)
     try:
         items = read_rollouts(rollouts, format=format_, mapping=parse_mapping(maps))
@@ -569,10 +513,10 @@ def demo(width: int) -> None:
     for name, description in _DEMOS:
         with resources.as_file(data / f"{name}.yaml") as spec_path:
             reward = _load_spec(str(spec_path))
-        rows: list[ScoredRow] = []
+        rows = RowList()
         with resources.as_file(data / f"{name}.jsonl") as rollouts_path:
             inputs = list(read_jsonl(rollouts_path))
-            run = run_sync(score_rows(inputs, reward, rows.append))
+            run = run_sync(score_rows(inputs, reward, rows))
         notes = {
             r.rollout.id: str(r.rollout.metadata.get("note", ""))
             for r in inputs
@@ -627,26 +571,14 @@ def _end_marker_options(command: Callable[..., None]) -> Callable[..., None]:
 
 def _end_markers(end_marker: tuple[str, ...], tokenizer: str | None, strip: bool) -> EndMarkers:
     """What the marker options ask for, or a usage error that says why not."""
-    from referee.backends.openrlhf import EndMarkers
+    from referee.backends.openrlhf import BadMarkers, choose_markers
 
-    if not strip:
-        if end_marker or tokenizer:
-            raise click.UsageError(
-                "--no-strip-markers strips nothing: drop --end-marker/--tokenizer"
-            )
-        return EndMarkers.none()
-    if not end_marker and tokenizer is None:
-        return EndMarkers()
-    found: tuple[str, ...] = ()
-    if tokenizer is not None:
-        try:
-            found = EndMarkers.from_tokenizer(tokenizer).markers
-        except (RefereeError, ValueError, OSError) as exc:
-            raise click.BadParameter(str(exc), param_hint="--tokenizer") from None
     try:
-        return EndMarkers((*end_marker, *found))
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--end-marker") from None
+        return choose_markers(end_marker, tokenizer, strip=strip)
+    except BadMarkers as exc:
+        if exc.option is None:
+            raise click.UsageError(str(exc)) from None
+        raise click.BadParameter(str(exc), param_hint=exc.option) from None
 
 
 @main.command()
@@ -736,6 +668,7 @@ def serve(
 
     try:
         from referee.backends.server import serve as run_server
+        from referee.backends.server import serve_switch_intervals
     except RefereeError as exc:
         raise click.ClickException(str(exc)) from None
     reward = _load_spec(spec)
@@ -750,10 +683,7 @@ def serve(
             err.print(f"referee: /get_reward strips {markers.describe()}", markup=False,
                       soft_wrap=True)  # fmt: skip
 
-    # A sync check computing until its deadline holds the interpreter lock in turns with the
-    # event loop: a shorter switch interval (5ms by default) hands it back sooner; shorter still
-    # while a request is in the slow lane (STUCK_SWITCH_INTERVAL).
-    sys.setswitchinterval(SWITCH_INTERVAL)
+    stuck_switch_interval = serve_switch_intervals()  # the command's, for the whole process
 
     try:
         asyncio.run(
@@ -771,7 +701,7 @@ def serve(
                 io_timeout=io_timeout,
                 failure_value=failure_value,
                 slow_after=slow_after,
-                stuck_switch_interval=STUCK_SWITCH_INTERVAL,
+                stuck_switch_interval=stuck_switch_interval,
                 end_markers=markers,
                 ready=ready,
             )
@@ -822,9 +752,21 @@ def openrlhf_func(
     click.echo(f"  OpenRLHF: --reward.remote_url {Path(output).resolve()}", err=True)
 
 
+@main.command()
+@click.option("--plugins", is_flag=True, help="Include the installed plugins' types.")
+def schema(plugins: bool) -> None:
+    """Print the JSON Schema of spec files (docs/spec.schema.json is the built-in one): point
+    an editor at it to check specs as you type."""
+    from referee.spec.model import schema_text
+
+    click.echo(schema_text(plugins=plugins))
+
+
 @main.command("types")
 def types_() -> None:
     """List the reward types a spec can use (built-in and plugins)."""
+    from referee.rewards import runs_where
+
     console = Console()
     table = Table()
     table.add_column("type")
@@ -833,7 +775,7 @@ def types_() -> None:
     for name in registered_types():
         cls = lookup(name)
         doc = (cls.__doc__ or "").strip().splitlines()[0] if cls is not None and cls.__doc__ else ""
-        table.add_row(name, _where_it_runs(cls), doc)
+        table.add_row(name, runs_where(cls), doc)
     console.print(table)
     console.print(
         "runs: inline (in the caller's thread: its cost is bounded), process (a worker process, "
@@ -843,30 +785,22 @@ def types_() -> None:
     )
 
 
-def _where_it_runs(cls: type[Any] | None) -> str:
-    """Where a reward type's work runs, for `referee types` (docs/deadlines.md)."""
-    from referee.reward import CheckReward, RewardBase
-    from referee.rewards._sandboxed import SandboxedReward
-
-    if not isinstance(cls, type):
-        return "?"
-    if issubclass(cls, CheckReward):
-        return str(cls.default_run_in)
-    if issubclass(cls, SandboxedReward):
-        return "sandbox"
-    if getattr(cls, "children", RewardBase.children) is not RewardBase.children:
-        return "parts"
-    return "event loop"
+@main.group(invoke_without_command=True)
+@click.pass_context
+def rubrics(ctx: click.Context) -> None:
+    """List the rubrics judges grade with (as `referee types` lists reward types); `referee
+    rubrics show NAME` shows one."""
+    if ctx.invoked_subcommand is None:
+        _list_rubrics()
 
 
-@main.group()
-def rubrics() -> None:
-    """The rubrics judges grade with."""
-
-
-@rubrics.command("list")
+@rubrics.command("list", hidden=True)
 def rubrics_list() -> None:
-    """List the shipped rubrics."""
+    """List the shipped rubrics (what `referee rubrics` alone does)."""
+    _list_rubrics()
+
+
+def _list_rubrics() -> None:
     from referee.judges.rubric import available_rubrics, load_rubric
 
     table = Table()

@@ -48,7 +48,7 @@ from referee.deadline import check_timeout, each, run
 from referee.errors import VerifierTimeout
 from referee.reward import Composite, Part, Reward, RewardBase, SyncReward, is_sync
 from referee.rollout import Rollout
-from referee.score import Failure, Score
+from referee.scores import Failure, Score
 
 __all__ = [
     "FROM_ON_NONE",

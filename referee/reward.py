@@ -89,7 +89,7 @@ from referee._aio import run_sync
 from referee.deadline import DEFAULT_TIMEOUT, check_timeout, each, run, run_in_thread, within
 from referee.errors import RewardError, VerifierTimeout
 from referee.rollout import Rollout
-from referee.score import Score, check_value
+from referee.scores import Score, check_value
 from referee.workers import RunIn, in_worker, pool
 
 __all__ = [

@@ -63,7 +63,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, Literal, Protocol, TypeAlias
 
 from referee.rollout import Rollout
-from referee.score import Score
+from referee.scores import Score
 
 __all__ = [
     "CHUNK",

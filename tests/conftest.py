@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 import os
 
 # Before anything imports litellm: its cost map comes from the package, not the internet.
@@ -10,28 +9,19 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import settings
 
-from referee import Rollout
+# Helpers' own asserts explain themselves as a test module's do.
+pytest.register_assert_rewrite("tests.support")
+
+from tests.support.rollouts import make  # noqa: E402
 
 # No wall-clock deadlines on property tests: a loaded CI machine (or a first call that imports
 # and compiles) is slow, not wrong. Tests never assert times.
 settings.register_profile("referee", deadline=None)
 settings.load_profile("referee")
-
-
-def write_jsonl(path: Path, rows: list[Any]) -> Path:
-    """Write `rows` as JSON Lines at `path`; returns the path."""
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
-
-
-def make(completion: str = "", reference: Any = None, **kw: Any) -> Rollout:
-    """A rollout with just what a test needs."""
-    return Rollout(completion=completion, reference=reference, **kw)
 
 
 @pytest.fixture
@@ -40,8 +30,8 @@ def rollout_factory():  # type: ignore[no-untyped-def]
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    # tests.test_pickle.OPTIONS names tiny reward models at fixed paths: build them once
-    from tests.tiny_models import ensure
+    # tests.support.options.OPTIONS names tiny reward models at fixed paths: build them once
+    from tests.support.models import ensure
 
     ensure()
 

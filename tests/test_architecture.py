@@ -149,3 +149,38 @@ def test_no_import_cycles() -> None:
 def test_the_table_says_what_the_design_says(source: str, target: str, allowed: bool) -> None:
     layers = _layers()
     assert (layers[target] < layers[source]) is allowed
+
+
+def _test_imports(path: Path) -> Iterator[tuple[str, int]]:
+    """(imported module under ``tests``, line) for every import in a test file, relative ones
+    resolved, and those of scripts it holds as strings (run in a child process)."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = _module_name(path)
+    package = package if path.name == "__init__.py" else package.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from ((alias.name, node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            target = ".".join(p for p in (base, node.module) if p)
+            if node.module and target != "tests":
+                yield target, node.lineno
+            else:  # `from tests import x` / `from . import x`: x may name a module
+                yield from ((f"{target}.{alias.name}", node.lineno) for alias in node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            for match in re.finditer(r"^\s*(?:from|import)\s+(tests[\w.]*)", node.value, re.M):
+                yield match.group(1), node.lineno
+
+
+def test_test_modules_import_only_tests_support() -> None:
+    """A helper two test modules share lives in tests/support; no test module imports another,
+    or a conftest (pytest loads those; importing one runs it twice, under two names)."""
+    tests = ROOT / "tests"
+    wrong = [
+        f"{path.relative_to(ROOT)}:{line}: {target}"
+        for path in sorted(tests.rglob("*.py"))
+        if not path.is_relative_to(tests / "support")
+        for target, line in _test_imports(path)
+        if target.split(".")[0] == "tests" and target.split(".")[:2] != ["tests", "support"]
+    ]
+    assert not wrong, "import from tests/support instead:\n" + "\n".join(wrong)

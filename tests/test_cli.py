@@ -99,10 +99,10 @@ def test_types_lists_builtins() -> None:
 
 
 def test_types_says_where_each_runs() -> None:
-    from referee.cli import _where_it_runs
     from referee.registry import lookup
+    from referee.rewards import runs_where
 
-    runs = {n: _where_it_runs(lookup(n)) for n in ("json_valid", "reasoning_gym", "python_tests",
+    runs = {n: runs_where(lookup(n)) for n in ("json_valid", "reasoning_gym", "python_tests",
                                                    "rubric_judge", "final_answer")}  # fmt: skip
     assert runs == {"json_valid": "inline", "reasoning_gym": "process", "python_tests": "sandbox",
                     "rubric_judge": "event loop", "final_answer": "parts"}  # fmt: skip
@@ -169,3 +169,69 @@ def test_report_and_compare_say_which_scored_row_is_wrong(
     for args in (["report", str(scored)], ["compare", str(scored), str(scored)]):
         code, output = run(*args)
         assert code == 1 and f"{scored}:2: not a scored row" in output and why in output
+
+
+def _rollouts(tmp_path: Path) -> Path:
+    path = tmp_path / "in.jsonl"
+    rows = [row(0, '{"a": 1}'), row(1, '{"a": 2}'), row(2, "not json"), row(3, '{"a": 1}')]
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_report_scores_first_with_rollouts_and_spec_and_the_old_form_says_so(
+    tmp_path: Path, spec: Path
+) -> None:
+    """`report --rollouts R --spec S` scores R; the old `report R --spec S` (the positional
+    argument read as rollouts where --spec is given) still works, and says it is deprecated."""
+    rollouts = _rollouts(tmp_path)
+    new, old = tmp_path / "new.json", tmp_path / "old.json"
+    result = CliRunner().invoke(main, ["report", "--rollouts", str(rollouts), "--spec",
+                                       str(spec), "--json", str(new)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "deprecated" not in result.output
+    result = CliRunner().invoke(main, ["report", str(rollouts), "--spec", str(spec),
+                                       "--json", str(old)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "deprecated: referee report ROLLOUTS --spec SPEC" in result.stderr
+    assert json.loads(new.read_text()) == json.loads(old.read_text())
+    assert json.loads(new.read_text())["rows"] == 4
+
+
+@pytest.mark.parametrize(
+    "args",
+    [[], ["--spec", "S"], ["SCORED", "--spec", "S", "--rollouts", "R"]],
+    ids=["nothing", "a spec without rollouts", "a scored file and a spec"],
+)
+def test_report_refuses_what_it_cannot_read_one_way(
+    tmp_path: Path, spec: Path, args: list[str]
+) -> None:
+    rollouts = _rollouts(tmp_path)
+    paths = {"S": str(spec), "R": str(rollouts), "SCORED": str(rollouts)}
+    code, output = run("report", *[paths.get(a, a) for a in args])
+    assert code == 2 and "give SCORED" in output
+
+
+def test_compare_takes_two_specs_by_flag_and_the_old_form_says_so(
+    tmp_path: Path, spec: Path
+) -> None:
+    rollouts = _rollouts(tmp_path)
+    other = tmp_path / "other.yaml"
+    other.write_text("type: json_valid\n")
+    new, old = tmp_path / "new.json", tmp_path / "old.json"
+    args = ["--spec", str(spec), "--spec", str(other), "--rollouts", str(rollouts)]
+    result = CliRunner().invoke(main, ["compare", *args, "--json", str(new)])
+    assert result.exit_code == 0, result.output
+    assert "deprecated" not in result.output
+    result = CliRunner().invoke(main, ["compare", str(spec), str(other), "--rollouts",
+                                       str(rollouts), "--json", str(old)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "deprecated: referee compare A B --rollouts R" in result.stderr
+    assert json.loads(new.read_text()) == json.loads(old.read_text())
+    code, output = run("compare", "--spec", str(spec), "--rollouts", str(rollouts))
+    assert code == 2 and "give two scored files" in output
+
+
+def test_rubrics_alone_lists_them_as_types_lists_types() -> None:
+    code, output = run("rubrics")
+    assert code == 0 and "agent-trajectory" in output
+    assert run("rubrics", "list") == (code, output)  # the old spelling, kept

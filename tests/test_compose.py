@@ -10,29 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import referee
-from referee import CheckReward, Component, Rollout, Score
+from referee import Component, Rollout, Score
 from referee.compose import Combined
-from tests.conftest import make
-
-
-@dataclass(kw_only=True)
-class Fixed(CheckReward):
-    """Returns `value` (None: a failure) and counts its calls."""
-
-    value: float | None
-    name: str = "fixed"
-    calls: list[str] = field(default_factory=list)
-    run_in = "inline"  # counts its calls in this process
-
-    def check(self, rollout: Rollout) -> Score:
-        self.calls.append(rollout.id)
-        if self.value is None:
-            return Score.failed("timeout", "no value", self.name)
-        return Score(value=self.value, components={"inner": self.value}, reason=f"{self.name} ok")
-
-
-def one(reward: referee.Reward) -> Score:
-    return referee.score(reward, [make("x", id="r1")])[0]
+from tests.support.rewards import Fixed, one
 
 
 def test_weighted_reports_total_and_every_component() -> None:

@@ -29,7 +29,7 @@ from referee.errors import VerifierTimeout
 from referee.judges import JudgeClient
 from referee.reward import CheckReward, RewardResult
 from referee.rewards import JsonValid, MathAnswer, RubricJudge
-from tests.conftest import make
+from tests.support.rollouts import make
 
 HANG = 30.0  # seconds after which a test calls it a hang
 

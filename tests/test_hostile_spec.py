@@ -11,7 +11,6 @@ import math
 import resource
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,8 @@ from hypothesis import strategies as st
 import referee
 from referee import Component, SpecError
 from referee.compose import Combined
-from tests.test_compose import Fixed, one
+from tests.support.hostile import BILLION_LAUGHS
+from tests.support.rewards import Fixed, one
 
 NAN, INF = math.nan, math.inf
 
@@ -140,21 +140,6 @@ def test_a_total_is_a_finite_number_or_a_failure(
 
 
 # --- YAML bombs -----------------------------------------------------------------------------
-
-BILLION_LAUGHS = textwrap.dedent(
-    """\
-    type: json_valid
-    a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]
-    b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]
-    c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]
-    d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]
-    e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]
-    f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]
-    g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]
-    h: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]
-    i: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h]
-    """
-)
 
 
 def _load_capped(spec: Path) -> subprocess.CompletedProcess[str]:

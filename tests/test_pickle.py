@@ -1,77 +1,166 @@
-"""Every built-in reward survives a pickle round trip: trainers ship rewards to worker processes."""
+"""Every built-in reward survives a pickle round trip: trainers ship rewards to worker processes.
+
+The clone must score as the original does, on a rollout it can really score: each type gets one
+here (a judge asks a scripted judge over real HTTP on 127.0.0.1, code runs in the real sandbox,
+a patch is applied to a real repository, the learned models are tiny real ones), and the test
+asserts a value, not only equality: two Failures are equal too, and a clone that lost its
+client or its sandbox would give the same Failure as an original that never reached them.
+"""
 
 from __future__ import annotations
 
+import json
 import pickle
+import re
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import referee
+from referee import Rollout
+from referee.judges.testing import FakeJudgeServer, Reply
 from referee.registry import lookup, registered_types
-from tests.conftest import make
-from tests.rewards.ifeval_cases import ALL_INSTRUCTIONS
-from tests.tiny_models import PROCESS_REWARD_MODEL_OPTIONS, REWARD_MODEL_OPTIONS
+from tests.support.judges import letter_judge, relative
+from tests.support.options import OPTIONS, ROLLOUTS
+from tests.support.patches import F2P, FIXED, P2P, REPO, make_diff, write_tree
+from tests.support.rollouts import make
 
-_UNREACHABLE_JUDGE = {  # a closed port, no retries: a quick, deterministic Failure("judge")
-    "model": "openai/gpt-4.1-mini",
-    "api_base": "http://127.0.0.1:9/v1",
-    "retries": 0,
-    "cache": False,
+
+def _fenced(request: dict[str, Any], label: str) -> str:
+    """The text a judge request holds under `label`, inside the fence its system prompt names."""
+    system, user = (m["content"] for m in request["messages"][:2])
+    fence = re.search(r"<<([0-9a-f]{24})>>", system).group(1)  # type: ignore[union-attr]
+    return str(re.findall(rf"{label}:\n<<{fence}>>\n(.*?)\n<</{fence}>>", user, re.DOTALL)[0])
+
+
+def _checklist(request: dict[str, Any]) -> Reply:
+    """Each item holds when the response says "polite"."""
+    items = re.findall(r"^\d+\. ", request["messages"][1]["content"], re.MULTILINE)
+    return Reply(json.dumps({"items": ["polite" in _fenced(request, "RESPONSE")] * len(items)}))
+
+
+def _equivalent(request: dict[str, Any]) -> Reply:
+    """Equivalent when the response says 42."""
+    return Reply(json.dumps({"equivalent": "42" in _fenced(request, "RESPONSE")}))
+
+
+def _longer(request: dict[str, Any]) -> Reply:
+    """Prefers the longer answer; a tie when they are as long."""
+    a, b = (len(_fenced(request, f"ANSWER {x}")) for x in "AB")
+    return Reply(json.dumps({"better": "tie" if a == b else ("A" if a > b else "B")}))
+
+
+# The scripted judge of each judge type: a pure function of what it is shown.
+JUDGES: dict[str, Callable[[dict[str, Any]], Reply]] = {
+    "rubric_judge": letter_judge,
+    "checklist_judge": _checklist,
+    "reference_judge": _equivalent,
+    "pairwise_judge": _longer,
+    "group_rank": relative,
 }
-# Options needed to build each type; every registered built-in must appear here.
-OPTIONS: dict[str, dict[str, Any]] = {
-    "json_valid": {"extract": "first"},
-    "json_schema": {"schema": {"type": "object", "required": ["a"]}},
-    "field_match": {"fields": {"a": {"number": {"rel_tol": 0.1}}, "b": "set_f1"}},
-    "exact_match": {"pattern": r"Answer: (\w+)"},
-    "contains": {"value": "1"},
-    "regex": {"regex": r"\d", "flags": ["IGNORECASE"]},
-    "format": {"preset": "think_answer"},
-    "length": {"max_length": 10, "cache_length": 4, "unit": "chars"},
-    "repetition": {"ngram_size": 2},
-    "math_answer": {"pattern": r"<answer>(.*?)</answer>"},
-    "python_tests": {"timeout": 5, "scoring": "all"},
-    "io_tests": {"language": "python", "float_tol": 1e-6},
-    "pytest_tests": {"timeout": 20, "scoring": "all"},
-    "patch_tests": {"timeout": 30, "scoring": "fraction", "protected_edits": "reject"},
-    # a closed port and no retries: scoring is a quick, deterministic Failure("judge")
-    "rubric_judge": {
-        "rubric": "helpfulness",
-        "model": "openai/gpt-4.1-mini",
-        "api_base": "http://127.0.0.1:9/v1",
-        "retries": 0,
-        "cache": False,
-    },
-    "checklist_judge": {"items": ["is polite"], **_UNREACHABLE_JUDGE},
-    "reference_judge": dict(_UNREACHABLE_JUDGE),
-    "pairwise_judge": dict(_UNREACHABLE_JUDGE),
-    "group_rank": dict(_UNREACHABLE_JUDGE),
-    "tool_use": {
-        "tools": [{"name": "f", "parameters": {"type": "dict"}}],
-        "fold": "discounted",
-        "gamma": 0.9,
-    },
-    "retrieval": {"metric": "ndcg", "k": 5, "tools": ["search"]},
-    "tool_call_match": {"order": "strict", "scoring": "fraction"},
-    "final_answer": {"reward": {"type": "math_answer", "pattern": r"<answer>(.*?)</answer>"}},
-    # every IFEval instruction, on the completion (the test references are not IFEval's)
-    "instruction_following": {
-        "mode": "loose",
-        "scoring": "fraction",
-        "instructions": ALL_INSTRUCTIONS,
-    },
-    # tiny random models, built when the session starts (tests/tiny_models.py)
-    "reward_model": {**REWARD_MODEL_OPTIONS, "normalize": "sigmoid", "max_length": 256},
-    "process_reward_model": {**PROCESS_REWARD_MODEL_OPTIONS, "fold": "mean"},
-    # reference_key "a": the test references' number, so the metric itself runs (as text "1")
-    "text_similarity": {"metric": "chrf", "reference_key": "a", "lowercase": True},
-    "reasoning_gym": {"dataset": "chain_sum", "configs": {"chain_sum": {"seed": 1}}},
-}
-ROLLOUTS = [
-    make('{"a": 1, "b": [1]}', {"a": 1, "b": [1]}),
-    make("<think>x</think><answer>1</answer> Answer: 1", "1"),
-]
+
+
+@dataclass(frozen=True)
+class Case:
+    """A type's options over its `OPTIONS`, and rollouts it gives a value for."""
+
+    rollouts: list[Rollout]
+    options: dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def judge_urls() -> Iterator[dict[str, str]]:
+    with ExitStack() as stack:
+        yield {
+            kind: stack.enter_context(FakeJudgeServer(script)).url
+            for kind, script in JUDGES.items()
+        }
+
+
+@pytest.fixture(scope="module")
+def patch_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_tree(tmp_path_factory.mktemp("pickle") / "calc-repo", dict(REPO))
+
+
+ADD = "def add(a, b):\n    return a + b\n"
+ADD_CHECK = (
+    "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(2, 2) == 4\n"
+)
+ADD_PYTEST = "from solution import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n"
+SUM = "a, b = map(int, input().split())\nprint(a + b)\n"
+TOOLS = [{"name": "f", "parameters": {"type": "dict", "required": ["x"],
+          "properties": {"x": {"type": "integer"}}}}]  # fmt: skip
+
+
+def _turns(*calls: tuple[str, dict[str, Any], str], answer: str = "done") -> list[dict[str, Any]]:
+    """An agent's turns: each call (name, arguments, the tool's answer), then the answer."""
+    turns: list[dict[str, Any]] = []
+    for i, (name, arguments, result) in enumerate(calls):
+        call = {"id": str(i), "type": "function",
+                "function": {"name": name, "arguments": json.dumps(arguments)}}  # fmt: skip
+        turns.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        turns.append({"role": "tool", "tool_call_id": str(i), "content": result})
+    return [*turns, {"role": "assistant", "content": answer}]
+
+
+def _reasoning_gym() -> list[Rollout]:
+    rg = pytest.importorskip("reasoning_gym", reason="reasoning_gym is not installed")
+    from referee.rewards.reasoning import entry_reference
+
+    entry = rg.create_dataset("chain_sum", seed=1, size=1)[0]
+    answer = f"<think>adding</think><answer>{entry['answer']}</answer>"
+    return [make(answer, entry_reference(entry))]
+
+
+def case(kind: str, judge_urls: dict[str, str], patch_repo: Path) -> Case:
+    """What `kind` is scored on; ROLLOUTS where they give every type a value already."""
+    judge = {"api_base": judge_urls[kind], "structured": "prompt"} if kind in JUDGES else {}
+    rollouts: dict[str, list[Rollout]] = {
+        "exact_match": [make("Answer: 1", "1"), make("Answer: 2", "1")],
+        "field_match": [ROLLOUTS[0]],
+        "final_answer": [make("<answer>1</answer>", "1"), make("<answer>2</answer>", "1")],
+        "math_answer": [make("<answer>1</answer>", "1"), make("<answer>3</answer>", "1")],
+        "text_similarity": [make("1", {"a": 1}), make("one", {"a": 1})],
+        "python_tests": [make(ADD, {"test": ADD_CHECK, "entry_point": "add"})],
+        "io_tests": [make(SUM, {"inputs": ["1 2", "2 2"], "outputs": ["3", "4"]})],
+        "pytest_tests": [make(ADD, {"tests": ADD_PYTEST})],
+        "patch_tests": [
+            make(
+                make_diff(patch_repo, {"calc/ops.py": FIXED}),
+                {"snapshot": str(patch_repo), "FAIL_TO_PASS": F2P, "PASS_TO_PASS": P2P},
+            )
+        ],
+        "retrieval": [
+            Rollout(
+                prompt="who?",
+                completion=_turns(("search", {"q": "x"}, '[{"id": "d1"}]')),  # type: ignore[arg-type]
+                reference=["d1", "d2"],
+            )
+        ],
+        "tool_call_match": [
+            Rollout(
+                completion=_turns(("f", {"x": 1}, "ok")),  # type: ignore[arg-type]
+                reference=[{"f": {"x": [1]}}],
+                metadata={"function": TOOLS},
+            )
+        ],
+        "checklist_judge": [make("I am polite."), make("Go away.")],
+        "reference_judge": [make("It is 42.", "42"), make("It is 41.", "42")],
+        "pairwise_judge": [make("a long answer", "short"), make("short", "a long answer")],
+        "group_rank": [make(c, group="g", prompt="Q?") for c in ("a", "aaa", "aa")],
+    }
+    if kind == "reasoning_gym":
+        return Case(_reasoning_gym(), {})
+    return Case(rollouts.get(kind, ROLLOUTS), judge)
+
+
+def _timeless(score: referee.Score) -> dict[str, Any]:
+    """All a score says but how long it took (a judge's latency differs call to call)."""
+    return {**score.to_dict(), "latency": None, "skipped": score.skipped, "steps": score.steps}
 
 
 def test_every_builtin_is_covered() -> None:
@@ -82,11 +171,16 @@ def test_every_builtin_is_covered() -> None:
 
 
 @pytest.mark.parametrize("kind", sorted(OPTIONS))
-def test_round_trip_scores_the_same(kind: str) -> None:
-    reward = referee.load({"type": kind, **OPTIONS[kind]})
+def test_round_trip_scores_the_same(kind: str, judge_urls: dict[str, str], patch_repo: Path):
+    given = case(kind, judge_urls, patch_repo)
+    reward = referee.load({"type": kind, **OPTIONS[kind], **given.options})
     clone = pickle.loads(pickle.dumps(reward))
     assert clone == reward
-    assert referee.score(clone, ROLLOUTS) == referee.score(reward, ROLLOUTS)
+    before = referee.score(reward, given.rollouts)
+    after = referee.score(clone, given.rollouts)
+    assert [s.failure for s in before] == [None] * len(before), "no value to compare"
+    assert [s.value for s in after] == [s.value for s in before]
+    assert [_timeless(s) for s in after] == [_timeless(s) for s in before]
 
 
 def test_combined_spec_round_trip() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 import referee
 from referee import GroupRewardBase, NotApplicable, Rollout, Score
-from tests.conftest import make
+from tests.support.rollouts import make
 
 
 @referee.reward(run_in="inline")

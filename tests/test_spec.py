@@ -11,7 +11,7 @@ import referee
 from referee import SpecError
 from referee.compose import Combined, Transform
 from referee.rewards import FieldMatch, FieldRule, JsonSchema, MathAnswer
-from tests.conftest import make
+from tests.support.rollouts import make
 
 SCHEMA = {"type": "object", "required": ["a"]}
 

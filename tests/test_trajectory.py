@@ -5,20 +5,7 @@ import pytest
 from referee import Rollout
 from referee.steps import fold_steps
 from referee.trajectory import toolset_of, trajectory
-
-TOOLS = [{"type": "function", "function": {
-    "name": "get_weather",
-    "parameters": {"type": "object", "required": ["city"],
-                   "properties": {"city": {"type": "string"}}}}}]  # fmt: skip
-
-
-def agent(*turns: dict) -> Rollout:
-    return Rollout(prompt="weather in Paris?", completion=list(turns), metadata={"tools": TOOLS})
-
-
-def call(name: str, arguments: str, call_id: str | None = None) -> dict:
-    return {"id": call_id, "type": "function",
-            "function": {"name": name, "arguments": arguments}}  # fmt: skip
+from tests.support.trajectories import TOOLS, agent, call
 
 
 def test_turns_calls_results_and_the_final_answer() -> None:

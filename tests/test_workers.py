@@ -30,8 +30,8 @@ from referee import workers
 from referee.registry import lookup, registered_types
 from referee.reward import CheckReward
 from referee.rollout import Rollout
-from referee.score import Score
-from tests.test_pickle import OPTIONS, ROLLOUTS
+from referee.scores import Score
+from tests.support.options import OPTIONS, ROLLOUTS
 
 HANG = 60.0  # seconds: a hang guard, never a timing assertion
 

@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 from referee.errors import ClusterError, MissingDependency
 from referee.reward import Part, Reward, RewardBase, group_indices
 from referee.rollout import Rollout
-from referee.score import Score
+from referee.scores import Score
 
 __all__ = ["RayReward"]
 

@@ -56,13 +56,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from referee.backends._common import component_value, resolve
+from referee.backends.contract import Bridge, Outlet, resolve
 from referee.errors import MissingInput, RolloutError
-from referee.reward import Need, Reward, is_sync, needs, needs_groups, top_components
-from referee.reward import score as score_rollouts
+from referee.reward import Need, Reward, needs, needs_groups, top_components
 from referee.rollout import Rollout
 from referee.rollouts.needs import REFERENCE_GUESSES, describe_missing, guess_column
-from referee.score import Score
+from referee.scores import Score
 
 __all__ = ["RewardFuncs", "TRLRewardFunction", "reward_funcs"]
 
@@ -117,9 +116,12 @@ class _Scorer:
     _warned: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.sync = is_sync(self.reward)
+        self.bridge = Bridge(self.reward, concurrency=self.concurrency)
+        self.sync = self.bridge.sync
         self.grouped = needs_groups(self.reward)
-        self.components = [n for n, _ in top_components(self.reward) if n != self.reward.name]
+        # TRL masks None: a rollout with no score, and a component that did not run, read None.
+        self.outlet = Outlet.of(self.reward, failure_value=None, skipped=None)
+        self.components = self.outlet.components
         # Who needs a reference: those whose failure fails the total, and the others.
         self.needs_reference = [c for c, n in needs(self.reward) if n == "reference"]
         self.may_use_reference = [
@@ -256,7 +258,7 @@ class _Scorer:
         return [Score.from_dict(d) for d in (payload[0] or [])[start : start + sizes[rank]]]
 
     def _score_local(self, rollouts: list[Rollout]) -> list[Score]:
-        return score_rollouts(self.reward, rollouts, concurrency=self.concurrency)
+        return self.bridge.score(rollouts)
 
     def score(self, completions: Sequence[Any], build: Callable[[], list[Rollout]]) -> list[Score]:
         """The batch's scores, computed once however many functions ask for them."""
@@ -280,7 +282,7 @@ class _Scorer:
             if self._distributed() is not None:
                 scores = await asyncio.to_thread(self._score_all, rollouts)
             else:
-                scores = await self.reward.score_batch(rollouts, concurrency=self.concurrency)
+                scores = await self.bridge.score_async(rollouts)
         except BaseException as exc:
             future.set_exception(exc)
             future.exception()  # retrieved here, so a lone caller does not log it twice
@@ -352,10 +354,10 @@ class TRLRewardFunction:
     def _values(self, scores: list[Score], kwargs: Mapping[str, Any]) -> list[float | None]:
         if self._primary:
             self._scorer.log(scores, kwargs)
+        outlet = self._scorer.outlet
         if self._component is None:
-            return [s.value for s in scores]
-        whole = self._scorer.reward.name
-        return [component_value(s, self._component, whole) for s in scores]
+            return [outlet.total(s) for s in scores]
+        return [outlet.component(s, self._component) for s in scores]
 
     def _build(
         self,

@@ -35,12 +35,12 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from referee._http import MAX_BODY, Retry, calls_in_flight
 from referee.errors import BudgetExceeded, JudgeError, JudgeTimeout
 from referee.judges.cache import VerdictCache, cache_key, legacy_cache_key, shared_cache
 from referee.judges.limits import (
     RequestRate,
     TokenRate,
-    calls_in_flight,
     charge,
     check_budget,
     request_rate,
@@ -49,15 +49,7 @@ from referee.judges.limits import (
     token_rate,
 )
 from referee.judges.logprobs import Candidates, candidates_at_values
-from referee.judges.transport import (
-    MAX_BODY,
-    Completion,
-    Request,
-    Retry,
-    Transport,
-    route,
-    send_http,
-)
+from referee.judges.transport import Completion, Request, Transport, route, send_http
 from referee.judges.via_litellm import load as load_litellm
 from referee.judges.via_litellm import price, send_litellm, supports_schema
 from referee.verifiers.jsontext import json_values, parse_json

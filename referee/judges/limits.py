@@ -5,17 +5,17 @@ Every judge of a process shares them: two rewards calling the same model on the 
 draw on one requests-per-minute bucket, one tokens-per-minute bucket and one limit of calls in
 flight, whatever reward or client object they come from. The buckets are told the time and say
 how long to wait; the client owns the clock and the sleeping, so tests observe the waits in one
-place (`referee.judges.client`).
+place (`referee.judges.client`). The limit of calls in flight is referee's HTTP client's
+(`referee._http.calls_in_flight`, shared with served reward models), exported here too.
 """
 
 from __future__ import annotations
 
-import asyncio
 import threading
-import weakref
 from collections.abc import Callable
 from typing import TypeVar
 
+from referee._http import calls_in_flight
 from referee.errors import BudgetExceeded
 
 __all__ = [
@@ -155,23 +155,3 @@ def request_rate(model: str, api_base: str | None, rpm: float) -> RequestRate:
 def token_rate(model: str, api_base: str | None, tpm: float) -> TokenRate:
     """The process's tokens-per-minute bucket for this model on this server."""
     return _shared(_tokens, (model, api_base, tpm), TokenRate)
-
-
-# --- calls in flight ---------------------------------------------------------------------------
-
-_semaphores: weakref.WeakKeyDictionary[
-    asyncio.AbstractEventLoop, dict[tuple[str, str | None], asyncio.Semaphore]
-] = weakref.WeakKeyDictionary()
-
-
-def calls_in_flight(model: str, api_base: str | None, size: int) -> asyncio.Semaphore:
-    """The limit of calls in flight to this model on this server, in the running event loop.
-
-    An asyncio semaphore belongs to one event loop, and `referee.score` may run several loops
-    in a process: one semaphore per loop and model. The first caller's `size` sets it.
-    """
-    per_loop = _semaphores.setdefault(asyncio.get_running_loop(), {})
-    key = (model, api_base)
-    if key not in per_loop:
-        per_loop[key] = asyncio.Semaphore(size)
-    return per_loop[key]

@@ -14,8 +14,9 @@ import functools
 import os
 from typing import Any
 
+from referee._http import Retry, retry_after
 from referee.errors import JudgeError, MissingDependency
-from referee.judges.transport import Completion, Request, Retry, retry_after
+from referee.judges.transport import Completion, Request
 
 __all__ = ["import_litellm", "load", "price", "send_litellm", "supports_schema"]
 

@@ -16,11 +16,12 @@ from typing import Any
 
 from pydantic import SerializerFunctionWrapHandler, model_serializer, model_validator
 
+from referee.errors import RolloutError
 from referee.report.results import Result, Statistic
 from referee.report.stats import bootstrap, cohen_kappa, kendall_tau, pearson, spearman
-from referee.rollouts.scored import Number
+from referee.rollouts.scored import Number, ScoredRow
 
-__all__ = ["Compared", "Comparison", "Flip", "WithinGroups", "compare"]
+__all__ = ["Compared", "Comparison", "Flip", "WithinGroups", "compare", "pair_rows"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +32,32 @@ class Compared:
     group: str | None
     a: float | None
     b: float | None
+
+
+def pair_rows(
+    rows_a: Sequence[ScoredRow], rows_b: Sequence[ScoredRow], sources: tuple[str, str]
+) -> list[Compared]:
+    """Two scorings of the same rollouts, row by row.
+
+    Raises:
+        RolloutError: They differ in length, or a row's id differs: not scorings of the same
+            rollouts in the same order. `sources` name the two.
+    """
+    a, b = sources
+    if len(rows_a) != len(rows_b):
+        raise RolloutError(
+            f"{a} has {len(rows_a)} rows and {b} {len(rows_b)}: compare scorings of the same "
+            "rollouts", source=a,
+        )  # fmt: skip
+    pairs = []
+    for i, (x, y) in enumerate(zip(rows_a, rows_b, strict=True)):
+        if x.id != y.id:
+            raise RolloutError(
+                f"id {x.id!r} in {a} but {y.id!r} in {b}: compare scorings of the same "
+                "rollouts, in the same order", source=a, line=i + 1,
+            )  # fmt: skip
+        pairs.append(Compared(str(x.id), x.group, x.reward, y.reward))
+    return pairs
 
 
 class Flip(Result):

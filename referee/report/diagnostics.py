@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import re
@@ -24,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from referee.errors import RolloutError
 from referee.report.results import (
     Agreement,
     ComponentLength,
@@ -49,6 +51,7 @@ from referee.report.stats import (
     quantile,
     spearman,
 )
+from referee.rollouts.jsonl import RowError, RowOk
 from referee.rollouts.scored import ScoredRow
 
 __all__ = [
@@ -58,6 +61,7 @@ __all__ = [
     "PREFERENCE_KEYS",
     "ReportRow",
     "build_report",
+    "join_rows",
     "label_value",
     "missing_lines",
     "preference_value",
@@ -469,3 +473,45 @@ def preference_value(
     found = _key_of(metadata, key, PREFERENCE_KEYS)
     value = metadata.get(found) if found is not None else None
     return found, value if isinstance(value, bool) else None
+
+
+def join_rows(
+    items: Iterable[RowOk | RowError],
+    scores: Iterable[ScoredRow],
+    label: str | None,
+    preference: str | None = None,
+    *,
+    source: str = "the scored file",
+) -> tuple[list[ReportRow], str | None, str | None]:
+    """Report rows from input items and their scored rows (in the same order), and the label
+    and preference keys found (`label_value`, `preference_value`).
+
+    Raises:
+        RolloutError: The two differ in length, or a row's id differs from its rollout's:
+            not the rollouts that were scored. `source` names the scored file.
+    """
+    rows: list[ReportRow] = []
+    found: str | None = label
+    found_pref: str | None = preference
+    for i, (item, scored) in enumerate(itertools.zip_longest(items, scores)):
+        if item is None or scored is None:
+            raise RolloutError(
+                f"the scored file and the rollouts differ in length (at row {i + 1}); "
+                "pass the rollouts file that was scored", source=source,
+            )  # fmt: skip
+        chars = None
+        value = None
+        preferred = None
+        if isinstance(item, RowOk):
+            if scored.id is not None and scored.id != item.rollout.id:
+                raise RolloutError(
+                    f"the scored file has id {scored.id!r}, the rollouts {item.rollout.id!r}; "
+                    "pass the rollouts file that was scored", source=source, line=i + 1,
+                )  # fmt: skip
+            chars = len(item.rollout.completion_text)
+            key, value = label_value(item.rollout.metadata, label)
+            found = found or key
+            pkey, preferred = preference_value(item.rollout.metadata, preference)
+            found_pref = found_pref or pkey
+        rows.append(ReportRow.of(scored, chars=chars, label=value, preferred=preferred))
+    return rows, found, found_pref

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from referee.rewards.code_reference import PythonTestsReference, code_reference
+from referee.rewards.code.reference import PythonTestsReference, code_reference
 from referee.rollout import Rollout
 
 __all__ = ["PROBES", "Gold", "Kind", "Probe", "answer_of"]

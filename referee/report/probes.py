@@ -20,9 +20,17 @@ from referee.report.results import Result
 from referee.reward import Reward, group_indices, needs_groups
 from referee.rollout import Message, Rollout
 from referee.rollouts.scored import Number
-from referee.score import Score
+from referee.scores import Score
 
-__all__ = ["PROBES", "Probe", "ProbeExample", "ProbeReport", "ProbeResult", "run_probes"]
+__all__ = [
+    "PROBES",
+    "Probe",
+    "ProbeExample",
+    "ProbeReport",
+    "ProbeResult",
+    "probe_names",
+    "run_probes",
+]
 
 EXAMPLES = 3  # flagged examples kept per probe
 
@@ -163,6 +171,21 @@ async def _run_probe(
         failed=bool(tried) and share > max_share,
         examples=tuple(examples),
     )
+
+
+def probe_names(only: str | None) -> list[str] | None:
+    """The probes a comma-separated list names (None: all of them).
+
+    Raises:
+        ValueError: A name that is no probe's, with the known ones.
+    """
+    if not only:
+        return None
+    names = [n.strip() for n in only.split(",") if n.strip()]
+    unknown = sorted(set(names) - {p.name for p in PROBES})
+    if unknown:
+        raise ValueError(f"unknown probes {unknown}; known: {', '.join(p.name for p in PROBES)}")
+    return names
 
 
 async def run_probes(

@@ -1,4 +1,7 @@
-"""The built-in rewards, one module per family. Each is also a spec type (its registered name)."""
+"""The built-in rewards, one module per family (a sub-package where a family has helpers of its
+own: `code`, `patch`, `learned`). Each is also a spec type (its registered name)."""
+
+from typing import Any as _Any
 
 from referee.rewards.agent import FinalAnswer, ToolUse
 from referee.rewards.code import IoTests, PytestTests, PythonTests
@@ -6,14 +9,13 @@ from referee.rewards.fields import FieldMatch, FieldRule
 from referee.rewards.instruction_following import InstructionFollowing
 from referee.rewards.json import JsonSchema, JsonValid
 from referee.rewards.judge import ChecklistJudge, PairwiseJudge, ReferenceJudge, RubricJudge
+from referee.rewards.learned import GroupRewardModel, ProcessRewardModel, RewardModel
 from referee.rewards.length import Length, Repetition
 from referee.rewards.math import MathAnswer
 from referee.rewards.patch import PatchTests
-from referee.rewards.process_reward_model import ProcessRewardModel
 from referee.rewards.ranking import GroupRank
 from referee.rewards.reasoning import ReasoningGym
 from referee.rewards.retrieval import Retrieval
-from referee.rewards.reward_model import GroupRewardModel, RewardModel
 from referee.rewards.similarity import TextSimilarity
 from referee.rewards.text import Contains, ExactMatch, Format, Regex
 from referee.rewards.tools import ToolCallMatch
@@ -49,4 +51,23 @@ __all__ = [
     "TextSimilarity",
     "ToolCallMatch",
     "ToolUse",
+    "runs_where",
 ]
+
+
+def runs_where(cls: type[_Any] | None) -> str:
+    """Where a reward type's work runs, as `referee types` shows it (docs/deadlines.md):
+    its `run_in` default for a check, ``sandbox``, ``parts`` for a wrapper of other rewards,
+    else ``event loop``."""
+    from referee.reward import CheckReward, RewardBase
+    from referee.rewards._sandboxed import SandboxedReward
+
+    if not isinstance(cls, type):
+        return "?"
+    if issubclass(cls, CheckReward):
+        return str(cls.default_run_in)
+    if issubclass(cls, SandboxedReward):
+        return "sandbox"
+    if getattr(cls, "children", RewardBase.children) is not RewardBase.children:
+        return "parts"
+    return "event loop"

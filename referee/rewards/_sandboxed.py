@@ -23,7 +23,7 @@ from referee.errors import RewardError
 from referee.reward import DEFAULT_CONCURRENCY, AsyncReward
 from referee.rewards._extract import fenced_blocks
 from referee.rollout import Rollout
-from referee.score import Score
+from referee.scores import Score
 from referee.verifiers.sandbox import (
     BackendOptions,
     Isolation,

@@ -26,7 +26,7 @@ from referee.reward import (
     is_sync,
 )
 from referee.rollout import Rollout
-from referee.score import Score
+from referee.scores import Score
 from referee.steps import Fold, fold_steps
 from referee.trajectory import Call, tool_definitions, toolset_of, trajectory
 from referee.verifiers.schema import CompiledSchema, compile_schema, first_error

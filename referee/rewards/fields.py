@@ -26,7 +26,7 @@ from referee.reward import CheckReward, Need
 from referee.rewards._common import normalize_text, reference_of, short
 from referee.rewards._extract import JsonExtract, parse_json
 from referee.rollout import Rollout
-from referee.score import Score
+from referee.scores import Score
 from referee.workers import RunIn
 
 __all__ = ["FieldMatch", "FieldRule", "MatcherKind"]

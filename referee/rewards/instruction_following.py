@@ -26,7 +26,7 @@ from referee.registry import register
 from referee.reward import CheckReward, Need
 from referee.rewards._common import clip_text, reference_of
 from referee.rollout import Rollout
-from referee.score import Score
+from referee.scores import Score
 from referee.verifiers.ifeval import Instruction, Mode, follows, parse_instructions
 from referee.workers import RunIn
 

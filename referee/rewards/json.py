@@ -14,7 +14,7 @@ from referee.registry import register
 from referee.reward import CheckReward
 from referee.rewards._extract import JsonExtract, parse_json
 from referee.rollout import Rollout
-from referee.score import Score
+from referee.scores import Score
 from referee.verifiers.schema import compile_schema, first_error
 from referee.workers import RunIn
 

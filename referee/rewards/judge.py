@@ -39,7 +39,7 @@ from referee.registry import register
 from referee.reward import AsyncReward, Need
 from referee.rewards._common import clip_text
 from referee.rollout import Rollout
-from referee.score import Score
+from referee.scores import Score
 
 __all__ = [
     "ChecklistJudge",

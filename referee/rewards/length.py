@@ -9,7 +9,7 @@ from referee.errors import NotApplicable
 from referee.registry import register
 from referee.reward import CheckReward
 from referee.rollout import Rollout
-from referee.score import Score
+from referee.scores import Score
 from referee.workers import RunIn
 
 __all__ = ["Length", "LengthUnit", "Repetition"]

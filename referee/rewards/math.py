@@ -11,7 +11,7 @@ from referee.registry import register
 from referee.reward import CheckReward, Need
 from referee.rewards._common import clip_text, reference_of, short
 from referee.rollout import Rollout
-from referee.score import Score
+from referee.scores import Score
 from referee.verifiers.math import AnswerKind, verify_math
 from referee.verifiers.patterns import Pattern, compile_pattern
 from referee.workers import RunIn

@@ -29,7 +29,7 @@ from referee.judges.rubric import Rubric, load_rubric
 from referee.registry import register
 from referee.reward import GroupRewardBase, RewardResult
 from referee.rollout import Rollout
-from referee.score import Score
+from referee.scores import Score
 
 __all__ = ["GroupRank"]
 

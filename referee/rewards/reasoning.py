@@ -62,7 +62,7 @@ from referee.reward import CheckReward, Need
 from referee.rewards._common import clip_text, reference_of, short
 from referee.rewards._extract import extract_answer
 from referee.rollout import Rollout
-from referee.score import Score
+from referee.scores import Score
 from referee.verifiers.patterns import compile_pattern
 from referee.workers import RunIn
 

@@ -60,7 +60,7 @@ from referee.reward import Need
 from referee.rewards._common import reference_of, short
 from referee.rewards.text import _Extracting
 from referee.rollout import Rollout
-from referee.score import Score
+from referee.scores import Score
 
 __all__ = [
     "BleuTokenizer",

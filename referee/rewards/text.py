@@ -12,7 +12,7 @@ from referee.reward import CheckReward, Need
 from referee.rewards._common import Normalize, normalize, reference_of, short
 from referee.rewards._extract import AnswerExtract, extract_answer
 from referee.rollout import Rollout
-from referee.score import Score
+from referee.scores import Score
 from referee.verifiers.patterns import Pattern, compile_pattern
 from referee.workers import RunIn
 

@@ -33,7 +33,7 @@ from referee.registry import register
 from referee.reward import CheckReward, Need
 from referee.rewards._common import reference_of
 from referee.rollout import Rollout
-from referee.score import Score
+from referee.scores import Score
 from referee.trajectory import trajectory
 from referee.workers import RunIn
 

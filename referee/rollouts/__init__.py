@@ -1,9 +1,16 @@
 """Reading logged rollouts (referee's JSONL, verl, TRL, OpenAI chat logs; JSONL or Parquet) and
 scoring them into files, resumably."""
 
+from referee._moved import renamed as _renamed
 from referee.rollouts.jsonl import RowError, RowOk, read_jsonl, rollout_from_row
 from referee.rollouts.needs import check_rows
-from referee.rollouts.readers import FORMATS, Format, detect_format, parse_mapping, read_rollouts
+from referee.rollouts.readers import (
+    FORMATS,
+    FileFormat,
+    detect_format,
+    parse_mapping,
+    read_rollouts,
+)
 from referee.rollouts.run import ScoreRun, score_file, score_to_path
 from referee.rollouts.scored import FailureRecord, ScoredRow
 from referee.rollouts.summary import Summary
@@ -11,7 +18,7 @@ from referee.rollouts.summary import Summary
 __all__ = [
     "FORMATS",
     "FailureRecord",
-    "Format",
+    "FileFormat",
     "RowError",
     "RowOk",
     "ScoreRun",
@@ -26,3 +33,9 @@ __all__ = [
     "score_file",
     "score_to_path",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name == "Format":  # referee.rewards.Format is the format reward
+        return _renamed("referee.rollouts", "Format", "FileFormat", FileFormat)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

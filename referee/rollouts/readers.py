@@ -47,6 +47,7 @@ from typing import Any, BinaryIO, Literal, get_args
 
 from pydantic import ValidationError
 
+from referee._moved import renamed
 from referee.errors import MissingDependency, RolloutError
 from referee.rollout import Rollout
 from referee.rollouts.jsonl import RowError, RowOk, decode_lines, rollout_from_row
@@ -54,15 +55,15 @@ from referee.rollouts.jsonl import RowError, RowOk, decode_lines, rollout_from_r
 __all__ = [
     "FORMATS",
     "MAX_ROW_GROUP_BYTES",
-    "Format",
+    "FileFormat",
     "detect_format",
     "parse_mapping",
     "read_rollouts",
     "rows_of",
 ]
 
-Format = Literal["canonical", "verl", "verl-dump", "trl", "openai", "preference"]
-FORMATS: tuple[str, ...] = get_args(Format)
+FileFormat = Literal["canonical", "verl", "verl-dump", "trl", "openai", "preference"]
+FORMATS: tuple[str, ...] = get_args(FileFormat)
 
 PARQUET_BATCH = 2048
 MAX_ROW_GROUP_BYTES = 1 << 30
@@ -179,7 +180,7 @@ def rows_of(
 # --- shapes -------------------------------------------------------------------------------
 
 
-def detect_format(row: Row) -> Format:
+def detect_format(row: Row) -> FileFormat:
     """The shape of a row, from its keys."""
     keys = set(row)
     if "completion" in keys and keys <= {*ROLLOUT_FIELDS, "metadata"}:
@@ -391,7 +392,7 @@ def _apply_mapping(data: dict[str, Any], row: Row, mapping: Mapping[str, str]) -
 def read_rollouts(
     path: str | Path,
     *,
-    format: Format | None = None,
+    format: FileFormat | None = None,
     mapping: Mapping[str, str] | None = None,
     max_row_group_bytes: int = MAX_ROW_GROUP_BYTES,
 ) -> Iterator[RowOk | RowError]:
@@ -474,3 +475,9 @@ def _canonical_jsonl(path: Path) -> Iterator[RowOk | RowError]:
             if not rollout.id:
                 rollout = rollout.model_copy(update={"id": str(number)})
             yield RowOk(number, rollout, len(raw))
+
+
+def __getattr__(name: str) -> object:
+    if name == "Format":  # referee.rewards.Format is the format reward
+        return renamed("referee.rollouts.readers", "Format", "FileFormat", FileFormat)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

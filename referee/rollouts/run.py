@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from referee._aio import run_sync
 from referee.errors import RolloutError
@@ -17,12 +17,23 @@ from referee.reward import Reward
 from referee.rollouts.jsonl import RowError, RowOk
 from referee.rollouts.needs import check_rows
 from referee.rollouts.output import check_output, open_output, write_output
-from referee.rollouts.readers import Format, read_rollouts
+from referee.rollouts.readers import FileFormat, read_rollouts
 from referee.rollouts.scored import ScoredRow, row_json
 from referee.rollouts.summary import Summary
-from referee.score import Failure, Score
+from referee.scores import Failure, Score
 
-__all__ = ["RowWriter", "ScoreRun", "row_writer", "score_file", "score_rows", "score_to_path"]
+__all__ = [
+    "RowList",
+    "RowSink",
+    "RowWriter",
+    "ScoreRun",
+    "row_writer",
+    "score_file",
+    "score_in_memory",
+    "score_rows",
+    "score_to",
+    "score_to_path",
+]
 
 DEFAULT_BATCH_SIZE = 256
 
@@ -35,23 +46,33 @@ class ScoreRun:
     unreadable: int = 0
 
 
+class RowSink(Protocol):
+    """Where `score_rows` puts each output row: the row's place and its score."""
+
+    def row(self, line: int, rollout_id: str | None, group: str | None, score: Score) -> None: ...
+
+
 class RowWriter:
-    """A `write` for `score_rows`: each output row as one JSON line on `stream`. `score_rows`
-    hands it the score itself (`row`), which it writes without building a `ScoredRow`."""
+    """Each output row as one JSON line on `stream` (`row_json`: written without building a
+    `ScoredRow` where the score needs no coercion)."""
 
     def __init__(self, stream: IO[str]) -> None:
         self._write = stream.write
-
-    def __call__(self, row: ScoredRow) -> None:
-        self._write(row.to_json() + "\n")
 
     def row(self, line: int, rollout_id: str | None, group: str | None, score: Score) -> None:
         """Write the row `ScoredRow.of(line, rollout_id, group, score)` would be."""
         self._write(row_json(line, rollout_id, group, score) + "\n")
 
 
+class RowList(list[ScoredRow]):
+    """Each output row kept in memory, as the `ScoredRow` it would be read back as."""
+
+    def row(self, line: int, rollout_id: str | None, group: str | None, score: Score) -> None:
+        self.append(ScoredRow.of(line, rollout_id, group, score))
+
+
 def row_writer(stream: IO[str]) -> RowWriter:
-    """A `write` for `score_rows`: each output row as one JSON line on `stream`."""
+    """A sink for `score_rows`: each output row as one JSON line on `stream`."""
     return RowWriter(stream)
 
 
@@ -75,19 +96,10 @@ def _batches(rows: Iterable[RowOk | RowError], size: int) -> Iterator[list[RowOk
         yield batch
 
 
-def _as_model(
-    write: Callable[[ScoredRow], None],
-) -> Callable[[int, str | None, str | None, Score], None]:
-    def emit(line: int, rollout_id: str | None, group: str | None, score: Score) -> None:
-        write(ScoredRow.of(line, rollout_id, group, score))
-
-    return emit
-
-
 async def score_rows(
     rows: Iterable[RowOk | RowError],
     reward: Reward,
-    write: Callable[[ScoredRow], None],
+    sink: RowSink,
     *,
     source: str = "<input>",
     batch_size: int = DEFAULT_BATCH_SIZE,
@@ -96,13 +108,13 @@ async def score_rows(
     flush: Callable[[], None] | None = None,
     run: ScoreRun | None = None,
 ) -> ScoreRun:
-    """Score rows batch by batch and `write` one output row per input row, in input order.
+    """Score rows batch by batch and put one output row per input row in `sink`, in order.
 
     `flush` is called after each batch's rows are written (a resumable run makes them durable
     there); `run` carries a summary to continue.
     """
     run = run or ScoreRun()
-    emit = write.row if isinstance(write, RowWriter) else _as_model(write)
+    emit = sink.row
     for batch in _batches(rows, batch_size):
         good = [r for r in batch if isinstance(r, RowOk)]
         scores = iter(await reward.score_batch([r.rollout for r in good], concurrency=concurrency))
@@ -124,41 +136,107 @@ async def score_rows(
     return run
 
 
+def score_in_memory(
+    items: Iterable[RowOk | RowError], reward: Reward, *, source: str
+) -> list[ScoredRow]:
+    """The rows ``referee score`` would write for `items`, in memory (``referee report
+    --spec``, ``referee compare --rollouts``)."""
+    out = RowList()
+    run_sync(score_rows(items, reward, out, source=source))
+    return out
+
+
+def score_to(
+    source: str | Path,
+    reward: Reward,
+    out: str | os.PathLike[str] | IO[str],
+    *,
+    format: FileFormat | None = None,
+    mapping: Mapping[str, str] | None = None,
+    spec_text: str | None = None,
+    resume: bool = False,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    concurrency: int | None = None,
+    on_progress: Callable[[int], None] | None = None,
+    check_inputs: bool = True,
+) -> tuple[ScoreRun, int]:
+    """Score the rollout file `source` into `out`, one row per input row, in order: what
+    ``referee score`` does, with or without ``--output``.
+
+    The file is read the one way (`read_rollouts`: the shape detected or given by `format`,
+    fields mapped by `mapping`, a canonical row's extra columns kept as metadata). With
+    `check_inputs`, the first rows (`referee.rollouts.needs.SAMPLE_ROWS`) are read ahead
+    first: where none has what a component needs (a reference), nothing is scored.
+
+    `out` is a stream (rows written as their batch is scored) or a path, written resumably
+    (`score_to_path`: `spec_text` and the reader options identify the run; `resume` continues
+    an interrupted one). Where `spec_text` is None the reward's repr stands for it.
+
+    Returns:
+        The run, and how many rows a resumed run kept (0 for a stream).
+
+    Raises:
+        OSError: The input cannot be opened, or an output path is not a regular file.
+        RolloutError: The format cannot be detected, the mapping is malformed, or `resume`
+            found a partial run of something else.
+        MissingInput: No row read ahead has what a component needs (a `RolloutError`).
+        ValueError: `resume` with a stream.
+    """
+    if isinstance(out, (str, os.PathLike)):
+        output = Path(out)
+        for path in _run_files(output):  # before reading: never a link, a device or a FIFO
+            check_output(path)
+        rows = read_rollouts(source, format=format, mapping=mapping)
+        return score_to_path(
+            source, rows, reward, output,
+            spec_text=repr(reward) if spec_text is None else spec_text,
+            options={"format": format, "map": None if mapping is None else dict(mapping)},
+            resume=resume, batch_size=batch_size, concurrency=concurrency,
+            on_progress=on_progress, check_inputs=check_inputs,
+        )  # fmt: skip
+    if resume:
+        raise ValueError("resume needs an output path: the run continues into that file")
+    rows = read_rollouts(source, format=format, mapping=mapping)
+    run = run_sync(
+        score_rows(
+            check_rows(reward, rows, source=source) if check_inputs else rows,
+            reward,
+            RowWriter(out),
+            source=str(source),
+            batch_size=batch_size,
+            concurrency=concurrency,
+            on_progress=on_progress,
+        )
+    )
+    return run, 0
+
+
 def score_file(
     path: str | Path,
     reward: Reward,
     out: IO[str],
     *,
-    format: Format | None = None,
+    format: FileFormat | None = None,
     mapping: Mapping[str, str] | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     concurrency: int | None = None,
     on_progress: Callable[[int], None] | None = None,
     check_inputs: bool = True,
 ) -> ScoreRun:
-    """Score a rollout file into `out` (JSONL), one row per input row: what ``referee score``
-    does, read the same way (`read_rollouts`: the shape detected or given by `format`, fields
-    mapped by `mapping`, a canonical row's extra columns kept as metadata).
+    """Score a rollout file into the stream `out` (JSONL): `score_to` with a stream."""
+    run, _ = score_to(
+        path, reward, out, format=format, mapping=mapping, batch_size=batch_size,
+        concurrency=concurrency, on_progress=on_progress, check_inputs=check_inputs,
+    )  # fmt: skip
+    return run
 
-    With `check_inputs`, the first rows (`referee.rollouts.needs.SAMPLE_ROWS`) are read ahead
-    first: where none has what a component needs (a reference), nothing is scored.
 
-    Raises:
-        OSError: The input cannot be opened.
-        RolloutError: The format cannot be detected or the mapping is malformed.
-        MissingInput: No row read ahead has what a component needs (a `RolloutError`).
-    """
-    rows = read_rollouts(path, format=format, mapping=mapping)
-    return run_sync(
-        score_rows(
-            check_rows(reward, rows, source=path) if check_inputs else rows,
-            reward,
-            row_writer(out),
-            source=str(path),
-            batch_size=batch_size,
-            concurrency=concurrency,
-            on_progress=on_progress,
-        )
+def _run_files(output: Path) -> tuple[Path, ...]:
+    """The files a path run writes: OUTPUT.partial and OUTPUT.partial.json, then OUTPUT."""
+    return (
+        output,
+        output.with_name(output.name + ".partial"),
+        output.with_name(output.name + ".partial.json"),
     )
 
 
@@ -236,9 +314,7 @@ def score_to_path(
         OSError: A file cannot be read or written, or `output` (or its partial files) is
             not a regular file: a symbolic link, a device, a FIFO (`check_output`).
     """
-    out = Path(output)
-    partial = out.with_name(out.name + ".partial")
-    meta_path = out.with_name(out.name + ".partial.json")
+    out, partial, meta_path = _run_files(Path(output))
     for path in (out, partial, meta_path):  # each a regular file or new: never a link or device
         check_output(path)
     if check_inputs:

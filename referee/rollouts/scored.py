@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
 
-from referee.score import Failure, Score
+from referee.errors import RolloutError
+from referee.rollouts.jsonl import validation_message
+from referee.rollouts.readers import rows_of
+from referee.scores import Failure, Score
 
-__all__ = ["FailureRecord", "Number", "ScoredRow", "row_json"]
+__all__ = ["FailureRecord", "Number", "ScoredRow", "read_scored", "row_json"]
 
 Number = int | float
 """A number as written: `int | float` rather than `float`, because pydantic would turn an
@@ -108,24 +113,24 @@ class ScoredRow(BaseModel):
     def to_json(self) -> str:
         """The row as one line of JSON (no newline); NaN and infinities, which JSON cannot
         carry, written as null."""
-        data = self._written()  # model_dump's dict, without model_dump's microsecond a row
-        try:
-            return json.dumps(data, ensure_ascii=False, allow_nan=False)
-        except ValueError:
-            return json.dumps(_finite(data), ensure_ascii=False, allow_nan=False)
+        return _line(self._written())  # model_dump's dict, without model_dump's microsecond
+
+
+def _line(data: dict[str, Any]) -> str:
+    """The one way a scored row becomes text: one line of JSON, NaN and infinities as null."""
+    try:
+        return json.dumps(data, ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(data), ensure_ascii=False, allow_nan=False)
 
 
 def row_json(line: int, rollout_id: str | None, group: str | None, score: Score) -> str:
-    """``ScoredRow.of(line, rollout_id, group, score).to_json()``: the same line, built without
-    the model (half a row's writing time) when every value in `score` is already what
-    validation would keep: numbers as ints or floats (not bools), strings as strings. Anything
-    else, and NaN or infinities, takes the model's way."""
+    """``ScoredRow.of(line, rollout_id, group, score).to_json()``: the same line, written the
+    same way (`_line`), without building the model (half a row's writing time) when every
+    value in `score` is already what validation would keep: numbers as ints or floats (not
+    bools), strings as strings. Anything else takes the model's way, to be coerced."""
     if _plain(rollout_id, group, score):
-        data = {"id": rollout_id, "line": line, "group": group, **score.to_dict()}
-        try:
-            return json.dumps(data, ensure_ascii=False, allow_nan=False)
-        except ValueError:
-            pass  # NaN or an infinity: written as null below
+        return _line({"id": rollout_id, "line": line, "group": group, **score.to_dict()})
     return ScoredRow.of(line, rollout_id, group, score).to_json()
 
 
@@ -168,3 +173,26 @@ def _finite(value: Any) -> Any:
     if isinstance(value, list):
         return [_finite(v) for v in value]
     return value
+
+
+def read_scored(path: str | Path) -> Iterator[ScoredRow]:
+    """The rows of a file ``referee score`` wrote, in order.
+
+    Raises:
+        RolloutError: A row that is not a scored row, naming its line and why.
+        OSError: The file cannot be read.
+    """
+    for number, _, row, error in rows_of(path):
+        why = error or "no reward key"
+        if row is not None and "reward" in row:
+            try:
+                scored = ScoredRow.model_validate(row)
+            except ValidationError as exc:
+                why = validation_message(exc)
+            else:
+                yield scored
+                continue
+        raise RolloutError(
+            f"not a scored row ({why}); pass the output of referee score, or rollouts with --spec",
+            source=str(path), line=number,
+        )  # fmt: skip

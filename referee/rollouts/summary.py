@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from referee.score import Score
+from referee.scores import Score
 
 __all__ = ["ComponentStats", "Summary"]
 

@@ -14,8 +14,8 @@ import referee
 from referee import Rollout
 from referee.backends.distributed import RayReward
 from referee.judges.testing import FakeJudgeServer
-from tests.backends.test_verl import GROUPED, GROUPED_WANT, rank_spec, relative
-from tests.conftest import write_jsonl
+from tests.support.judges import GROUPED, GROUPED_WANT, rank_spec, relative
+from tests.support.rollouts import write_jsonl
 
 
 def test_ray_scores_equal_local_scores_and_keep_groups_whole(local_ray: None) -> None:

@@ -18,7 +18,7 @@ pytest.importorskip("verl", reason="the verl extra is not installed")
 import referee
 from referee.backends import verl as rv
 from referee.rollouts.jsonl import RowOk, read_jsonl
-from tests.backends import tiny
+from tests.support import tiny
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -105,7 +105,7 @@ def test_verl_command_line_keys_reach_referee() -> None:
 
     grouped = compose([*overrides(script), *overrides(script, commented=True)])
     assert resolve_reward_manager_cls(grouped) is rv.RefereeRewardLoopManager
-    assert rv._options(grouped)["spec"] == str(script.parent / "group_spec.yaml")
+    assert rv.options_of(grouped)["spec"] == str(script.parent / "group_spec.yaml")
 
 
 def test_unsloth_example_compiles_and_its_reward_part_imports() -> None:

@@ -2,11 +2,11 @@
 `compute_score` and `referee serve`. Each input gives the trainer a number (or TRL's None, or
 the server's null with a Failure) within the reward's deadline, never a hang or a crash.
 
-A selection of `tests.rewards.test_hostile.HOSTILE` (the full battery runs per type there) on a
-few types: a gated spec, a math check, the catastrophic pattern from a spec, a user's function
-that loops on one input, and one that spins in C on four (stdlib regex backtracking, a
-big-integer power, a sleep, a C extension's loop), where only killing its worker process stops
-it (`referee.workers`).
+A selection of `tests.support.hostile.HOSTILE` (the full battery runs per type in
+tests/rewards/test_hostile.py) on a few types: a gated spec, a math check, the catastrophic
+pattern from a spec, a user's function that loops on one input, and one that spins in C on
+four (stdlib regex backtracking, a big-integer power, a sleep, a C extension's loop), where
+only killing its worker process stops it (`referee.workers`).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import referee
 from referee import Rollout
 from referee.backends import verl as rv
 from referee.backends.trl import reward_funcs
-from tests.backends.test_server_stuck import post, running
-from tests.rewards.test_hostile import HOSTILE, guarded
+from tests.support.hostile import HOSTILE, guarded
+from tests.support.serving import post, running
 
 INPUTS = {
     label: HOSTILE[label]

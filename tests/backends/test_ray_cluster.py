@@ -1,7 +1,7 @@
 """`referee score --engine ray` on a real three-node cluster, losing nodes mid-run.
 
 The cluster is a head and two worker nodes, each a `ray start` process group on this machine
-(tests/backends/ray_cluster.py); a node is lost by SIGKILL to all of its processes. The reward
+(tests/support/ray_cluster.py); a node is lost by SIGKILL to all of its processes. The reward
 calls a scripted judge that answers after a delay, so a run lasts long enough for a kill to land
 mid-run without the test sleeping, and every answer is a pure function of the rollout: whichever
 actor scores a row, and however often, its row is the same. The local engine's output is the
@@ -26,9 +26,9 @@ pytest.importorskip("ray", reason="ray is not installed (pip install 'referee[ra
 
 from referee.cli import main
 from referee.judges.testing import FakeJudgeServer, Reply
-from tests.backends.conftest import letter_judge, spec_with_judge
-from tests.backends.ray_cluster import LoopbackCluster
-from tests.conftest import write_jsonl
+from tests.support.judges import letter_judge, spec_with_judge
+from tests.support.ray_cluster import LoopbackCluster
+from tests.support.rollouts import write_jsonl
 
 pytestmark = pytest.mark.slow
 

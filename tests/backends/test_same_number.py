@@ -27,9 +27,9 @@ from referee import Rollout
 from referee.backends import verl as rv
 from referee.backends.trl import reward_funcs
 from referee.judges.testing import FakeJudgeServer
-from tests.backends import tiny
-from tests.backends.test_server import Server, request
-from tests.backends.test_verl import last_token_positions, loop_config, make_batch
+from tests.support import tiny
+from tests.support.serving import Server, request
+from tests.support.verl import last_token_positions, loop_config, make_batch
 
 ROWS = [  # prompt, completion, reference
     ("Extract the amount: paid 12 dollars", '{"amount": 12, "currency": "USD"}',

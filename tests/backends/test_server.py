@@ -7,12 +7,8 @@ import dataclasses
 import json
 import logging
 import math
-import os
-import re
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -31,51 +27,8 @@ pytest.importorskip(
 import referee
 from referee import Rollout
 from referee.judges.testing import FakeJudgeServer, Reply
-from tests.backends.conftest import letter_judge, running
-
-SPEC = {
-    "name": "answer",
-    "combine": "weighted",
-    "components": {
-        "boxed": {"type": "math_answer", "no_answer": "fail", "weight": 0.8},
-        "short": {"type": "length", "unit": "chars", "max_length": 40, "cache_length": 20,
-                  "weight": 0.2},
-    },
-    "on_failure": "fail",
-}  # fmt: skip
-
-
-def request(
-    url: str, body: Any = None, *, method: str = "POST", raw: bytes | None = None
-) -> tuple[int, Any]:
-    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"content-type": "application/json"})  # fmt: skip
-    try:
-        with urllib.request.urlopen(req, timeout=60) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
-
-
-class Server:
-    def __init__(self, spec_path: Path, *args: str) -> None:
-        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "referee.cli", "serve", "--spec", str(spec_path),
-             "--port", "0", *args],
-            stderr=subprocess.PIPE, text=True, env=env,
-        )  # fmt: skip
-        assert self.proc.stderr is not None
-        line = self.proc.stderr.readline()
-        match = re.search(r"on (http://\S+)", line)
-        assert match, f"the server did not start: {line}{self.proc.stderr.read()}"
-        self.url = match.group(1)
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=60)
+from tests.support.judges import letter_judge
+from tests.support.serving import ROLLOUTS, SPEC, Server, request, running
 
 
 @pytest.fixture
@@ -91,13 +44,6 @@ def serve(tmp_path: Path) -> Iterator[Any]:
     yield start
     for server in started:
         server.stop()
-
-
-ROLLOUTS = [
-    {"id": "a", "prompt": "2+2?", "completion": "\\boxed{4}", "reference": "4"},
-    {"id": "b", "prompt": "2+2?", "completion": "It is \\boxed{5}, " + "x" * 40, "reference": "4"},
-    {"id": "c", "prompt": "2+2?", "completion": "no idea", "reference": "4"},
-]
 
 
 def test_health_and_score_give_what_referee_score_gives(serve: Any) -> None:

@@ -34,8 +34,8 @@ pytest.importorskip(
 import referee
 from referee.backends.server import RewardService, is_loopback
 from referee.judges.testing import FakeJudgeServer, Reply
-from tests.backends.conftest import letter_judge
-from tests.backends.test_server import ROLLOUTS, SPEC, Server
+from tests.support.judges import letter_judge
+from tests.support.serving import ROLLOUTS, SPEC, Server
 
 TOKEN = "s3cret-token-for-tests-0123456789"
 WAIT = 30.0
@@ -203,8 +203,8 @@ def test_openrlhf_s_own_client_sends_the_token_in_its_url(
 ) -> None:
     """OpenRLHF's HTTP client (aiohttp, no headers of its own) sends the URL's userinfo as
     basic authentication: --reward.remote_url http://referee:TOKEN@host/get_reward works."""
-    from tests.backends.test_openrlhf import ANSWERS, FAMILIES, clean_scores, run_openrlhf
-    from tests.backends.test_openrlhf import SPEC as EXTRACTION
+    from tests.support.openrlhf import ANSWERS, FAMILIES, clean_scores, run_openrlhf
+    from tests.support.openrlhf import SPEC as EXTRACTION
 
     server = serve(EXTRACTION, "--token", TOKEN)
     fam = FAMILIES["chatml"]

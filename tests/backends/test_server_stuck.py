@@ -24,8 +24,9 @@ pytest.importorskip(
 
 import referee
 from referee import Rollout
-from referee.backends.server import RewardService, _StuckInterval
-from tests.backends.conftest import HANG, running
+from referee.backends.server import RewardService
+from referee.backends.service import _StuckInterval
+from tests.support.serving import HANG, post, running
 
 spins = [0]  # loop iterations of the stuck checks: it stops growing when they are stopped
 
@@ -45,13 +46,6 @@ async def computes_on_request(rollout: Rollout) -> float:
     while rollout.completion_text == "loop":
         spins[0] += 1
     return 1.0
-
-
-def post(url: str, body: Any) -> Any:
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                 headers={"content-type": "application/json"})  # fmt: skip
-    with urllib.request.urlopen(req, timeout=HANG) as response:
-        return json.loads(response.read())
 
 
 def one(completion: str) -> dict[str, Any]:
@@ -211,7 +205,7 @@ def test_a_cancelled_request_cancels_its_scoring() -> None:
 
     async def main() -> None:
         service = RewardService(waits_for_ever, slow_after=10.0)
-        request = asyncio.ensure_future(service._score([Rollout(completion="x")]))
+        request = asyncio.ensure_future(service.score_batch([Rollout(completion="x")]))
         await asyncio.sleep(0.05)
         request.cancel()
         with pytest.raises(asyncio.CancelledError):

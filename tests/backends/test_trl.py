@@ -18,8 +18,8 @@ from referee.backends.trl import reward_funcs
 from referee.errors import MissingInput, RolloutError
 from referee.judges.testing import FakeJudgeServer
 from referee.reward import GroupRewardBase
-from tests.backends import tiny
-from tests.backends.conftest import spec_with_judge
+from tests.support import tiny
+from tests.support.judges import spec_with_judge
 
 LENGTHS = {
     "name": "lengths",
@@ -384,7 +384,7 @@ def test_group_rewards_see_groups_that_span_processes() -> None:
 
 
 def test_dense_rewards_reach_trl_folded_and_their_steps_are_logged() -> None:
-    from tests.rewards.test_agent import stepped
+    from tests.support.rewards import stepped
 
     [fn] = reward_funcs(stepped(1.0, 0.0, 0.5))
     log = Metrics()

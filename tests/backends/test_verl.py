@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -21,8 +20,10 @@ import referee
 from referee import Rollout
 from referee.backends import verl as rv
 from referee.errors import SpecError
-from referee.judges.testing import FakeJudgeServer, Reply
-from tests.backends import tiny
+from referee.judges.testing import FakeJudgeServer
+from tests.support import tiny
+from tests.support.judges import GROUPED, GROUPED_WANT, attempts, rank_spec, relative
+from tests.support.verl import last_token_positions, loop_config, make_batch
 
 SPEC = {
     "name": "extract",
@@ -123,11 +124,11 @@ def test_an_inline_spec_is_loaded_once_not_per_sample() -> None:
     spec = {"combine": "weighted", "components": {
         "valid": {"type": "json_valid", "weight": 0.5},
         "name": {"type": "field_match", "fields": {"name": "exact"}, "weight": 0.5}}}  # fmt: skip
-    first = rv._reward(OmegaConf.create(spec), per_sample=True)
-    assert rv._reward(OmegaConf.create(json.loads(json.dumps(spec))), per_sample=True) is first
+    first = rv.reward_for(OmegaConf.create(spec), per_sample=True)
+    assert rv.reward_for(OmegaConf.create(json.loads(json.dumps(spec))), per_sample=True) is first
     # Nested lists arrive as ListConfig: plain lists by the time the spec is loaded
     markers = OmegaConf.create({"type": "tool_use", "error_markers": ["fail", "oops"]})
-    assert rv._reward(markers, per_sample=True).error_markers == ["fail", "oops"]  # type: ignore[attr-defined]
+    assert rv.reward_for(markers, per_sample=True).error_markers == ["fail", "oops"]  # type: ignore[attr-defined]
     got = rv.compute_score("x", '{"name": "Bo"}', '{"name": "Ada"}', None,
                            spec=OmegaConf.create(spec))  # fmt: skip
     [want] = referee.score(referee.load(spec), [Rollout(completion='{"name": "Bo"}',
@@ -136,52 +137,6 @@ def test_an_inline_spec_is_loaded_once_not_per_sample() -> None:
 
 
 # --- real DataProto batches -------------------------------------------------------------
-
-
-def make_batch(
-    tok: Any,
-    items: list[tuple[str, str, Any]],
-    uids: list[str] | None = None,
-    prompt_len: int = 24,
-    response_len: int = 48,
-) -> DataProto:
-    """A verl batch: left-padded prompts, right-padded responses, as verl's rollout gives."""
-    pad = tok.pad_token_id
-    prompts, responses, masks = [], [], []
-    for prompt, response, _ in items:
-        p = tok(prompt, add_special_tokens=False).input_ids[-prompt_len:]
-        r = tok(response, add_special_tokens=False).input_ids[:response_len]
-        prompts.append([pad] * (prompt_len - len(p)) + p)
-        responses.append(r + [pad] * (response_len - len(r)))
-        masks.append([0] * (prompt_len - len(p)) + [1] * len(p) + [1] * len(r)
-                     + [0] * (response_len - len(r)))  # fmt: skip
-    prompts_t = torch.tensor(prompts)
-    responses_t = torch.tensor(responses)
-    tensors = {
-        "prompts": prompts_t,
-        "responses": responses_t,
-        "input_ids": torch.cat([prompts_t, responses_t], dim=1),
-        "attention_mask": torch.tensor(masks),
-    }
-    non_tensors: dict[str, Any] = {
-        "data_source": np.array(["extraction"] * len(items), dtype=object),
-        "reward_model": np.array(
-            [{"ground_truth": gt, "style": "rule"} for *_, gt in items], dtype=object
-        ),
-        # The prompt in extra_info too, as examples/verl/prepare.py writes it: compute_score
-        # sees no prompt otherwise.
-        "extra_info": np.array(
-            [{"index": i, "prompt": prompt} for i, (prompt, *_) in enumerate(items)], dtype=object
-        ),
-    }
-    if uids is not None:
-        non_tensors["uid"] = np.array(uids, dtype=object)
-    return DataProto.from_dict(tensors=tensors, non_tensors=non_tensors)
-
-
-def last_token_positions(batch: DataProto) -> list[int]:
-    prompt_len = batch.batch["prompts"].shape[1]
-    return (batch.batch["attention_mask"][:, prompt_len:].sum(dim=1) - 1).tolist()
 
 
 def test_legacy_naive_reward_manager_with_compute_score(spec_path: str) -> None:
@@ -228,38 +183,10 @@ def test_validation_metrics_average_a_gated_component_where_it_ran(spec_path: st
 # --- group rewards: a scripted judge that ranks within the group it is shown ----------------
 
 
-def attempts(request: dict[str, Any]) -> list[str]:
-    system, user = (m["content"] for m in request["messages"][:2])
-    fence = re.search(r"<<([0-9a-f]{24})>>", system).group(1)  # type: ignore[union-attr]
-    return re.findall(rf"ATTEMPT \d+:\n<<{fence}>>\n(.*?)\n<</{fence}>>", user, re.DOTALL)
-
-
-def relative(request: dict[str, Any]) -> Reply:
-    """Scores each attempt by its rank by length within what it was shown: a group split in
-    two would get different scores than the whole group."""
-    shown = attempts(request)
-    order = sorted(shown, key=len)
-    n = max(len(shown) - 1, 1)
-    return Reply(json.dumps({"scores": [order.index(a) / n for a in shown]}))
-
-
 @pytest.fixture(scope="module")
 def ranking_server() -> Iterator[FakeJudgeServer]:
     with FakeJudgeServer(relative) as server:
         yield server
-
-
-def rank_spec(server: FakeJudgeServer) -> dict[str, Any]:
-    return {"name": "ranked", "type": "group_rank", "model": "openai/j", "api_base": server.url,
-            "cache": False, "structured": "prompt", "orders": 1}  # fmt: skip
-
-
-GROUPED = [  # three groups of three, their members interleaved in the batch
-    ("Q1", "a", "g1"), ("Q2", "bb", "g2"), ("Q1", "aaaa", "g1"), ("Q3", "c", "g3"),
-    ("Q2", "b", "g2"), ("Q1", "aa", "g1"), ("Q3", "ccc", "g3"), ("Q2", "bbbbb", "g2"),
-    ("Q3", "cc", "g3"),
-]  # fmt: skip
-GROUPED_WANT = [0.0, 0.5, 1.0, 0.0, 0.0, 0.5, 1.0, 1.0, 0.5]
 
 
 def test_legacy_referee_manager_scores_whole_groups_by_uid(
@@ -276,29 +203,6 @@ def test_legacy_referee_manager_scores_whole_groups_by_uid(
 
 
 # --- verl's reward loop on local Ray ----------------------------------------------------------
-
-
-def loop_config(tmp_path: Path, manager: dict[str, Any], reward_kwargs: dict[str, Any],
-                n: int, workers: int) -> Any:  # fmt: skip
-    from omegaconf import OmegaConf
-
-    tok_dir = tmp_path / "tok"
-    tiny.tokenizer().save_pretrained(tok_dir)
-    return OmegaConf.create({
-        "actor_rollout_ref": {"model": {"path": str(tok_dir), "tokenizer_path": None},
-                              "rollout": {"n": n, "val_kwargs": {"n": 1}}},
-        "reward": {
-            "num_workers": workers,
-            "custom_reward_function": {"path": "pkg://referee.backends.verl",
-                                       "name": "compute_score_async",
-                                       "reward_kwargs": reward_kwargs},
-            "reward_manager": {"source": "register", "name": "naive",
-                               "module": {"path": None, "name": None}, **manager},
-            "reward_model": {"enable": False, "enable_resource_pool": False},
-            "sandbox_fusion": None,
-        },
-        "trainer": {"experiment_name": "test"},
-    })  # fmt: skip
 
 
 @pytest.mark.slow

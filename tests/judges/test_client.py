@@ -31,7 +31,7 @@ from referee.judges import (
 )
 from referee.judges import client as client_module
 from referee.judges.testing import FakeJudgeServer, Fault, Reply
-from tests.judges.transports import each_transport  # noqa: F401 (autouse: both transports)
+from tests.support.transports import each_transport  # noqa: F401 (autouse: both transports)
 
 
 class Grade(BaseModel):

@@ -22,7 +22,7 @@ from referee._aio import run_sync
 from referee.judges import JudgeClient, JudgeError
 from referee.judges import client as client_module
 from referee.judges.testing import FakeJudgeServer, Reply
-from tests.judges.transports import each_transport  # noqa: F401 (autouse: both transports)
+from tests.support.transports import each_transport  # noqa: F401 (autouse: both transports)
 
 
 class Grade(BaseModel):

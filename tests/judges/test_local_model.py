@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, Field
 
-from tests.judges.transports import each_transport  # noqa: F401 (autouse: both transports)
+from tests.support.transports import each_transport  # noqa: F401 (autouse: both transports)
 
 pytestmark = [
     pytest.mark.local_model,

@@ -114,7 +114,7 @@ def test_a_billion_laughs_rubric_is_refused_before_it_expands(tmp_path: Path) ->
     import subprocess
     import sys
 
-    from tests.test_hostile_spec import BILLION_LAUGHS
+    from tests.support.hostile import BILLION_LAUGHS
 
     rubric = tmp_path / "bomb.yaml"
     rubric.write_text("task: grade\ncriteria:\n  - name: a\n" + BILLION_LAUGHS)

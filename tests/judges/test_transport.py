@@ -14,6 +14,7 @@ import pytest
 from pydantic import BaseModel
 
 import referee
+from referee import _http
 from referee._aio import run_sync
 from referee.judges import JudgeClient, JudgeError, transport
 from referee.judges.testing import FakeJudgeServer, Fault, Reply
@@ -92,12 +93,12 @@ def test_the_session_closes_with_its_loop(caplog: pytest.LogCaptureFixture) -> N
         async def once() -> tuple[Any, asyncio.AbstractEventLoop]:
             await judge.judge(MESSAGES, Grade)
             loop = asyncio.get_running_loop()
-            return transport._sessions[loop][0], loop
+            return _http._sessions[loop][0], loop
 
         with caplog.at_level(logging.ERROR, logger="asyncio"):
             session, loop = run_sync(once())
             gc.collect()
-        assert session.closed and loop not in transport._sessions
+        assert session.closed and loop not in _http._sessions
         assert "Unclosed" not in caplog.text
         run_sync(once())  # the next loop opens a session of its own
         assert server.connections == 2
@@ -109,7 +110,7 @@ def test_close_session_now() -> None:
 
         async def close_midway() -> bool:
             await judge.judge(MESSAGES, Grade)
-            session = transport._sessions[asyncio.get_running_loop()][0]
+            session = _http._sessions[asyncio.get_running_loop()][0]
             await transport.close_session()
             await judge.judge(MESSAGES, Grade)  # opens another
             return bool(session.closed)

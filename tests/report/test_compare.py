@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from referee.report.compare import Compared, Comparison, compare
-from tests.conftest import write_jsonl
+from tests.support.rollouts import write_jsonl
 
 
 def test_identical_scorings_agree_completely() -> None:

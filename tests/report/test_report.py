@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from referee.report.diagnostics import ReportRow, build_report
 from referee.report.html import render_html
 from referee.report.results import Report
-from tests.conftest import write_jsonl
+from tests.support.rollouts import write_jsonl
 
 
 def test_grpo_signal_length_and_agreement() -> None:

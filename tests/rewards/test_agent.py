@@ -5,7 +5,8 @@ import pytest
 import referee
 from referee import Rollout
 from referee.rewards import FinalAnswer
-from tests.test_trajectory import agent, call
+from tests.support.rewards import stepped
+from tests.support.trajectories import agent, call
 
 
 def turn(*calls: dict) -> dict:
@@ -123,14 +124,6 @@ def test_final_answer_deadline_needs_a_sync_reward() -> None:
     with pytest.raises(ValueError, match="set deadline on the inner reward"):
         FinalAnswer(reward=waits, deadline=1)
     assert FinalAnswer(reward=waits).deadline_seconds is None
-
-
-def stepped(*values: float, name: str = "s") -> referee.Reward:
-    @referee.reward(name=name)
-    def fixed(rollout: Rollout) -> referee.Score:
-        return referee.Score(value=sum(values) / len(values), steps=values)
-
-    return fixed
 
 
 def test_combinations_keep_steps_aligned() -> None:

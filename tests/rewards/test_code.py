@@ -18,15 +18,15 @@ from hypothesis import strategies as st
 import referee
 from referee.errors import SpecError
 from referee.rewards import IoTests, PytestTests, PythonTests
-from referee.rewards import code as code_module
 from referee.rewards._sandboxed import SandboxedReward
-from referee.rewards.code_reference import (
+from referee.rewards.code import (
     IoCase,
     IoTestsReference,
     PytestReference,
     PythonTestsReference,
     code_reference,
 )
+from referee.rewards.code import unit_tests as code_module
 from referee.verifiers.sandbox import (
     BACKENDS,
     BackendOptions,
@@ -40,7 +40,7 @@ from referee.verifiers.sandbox import (
     get_sandbox,
 )
 from referee.verifiers.sandbox.local import bwrap_problem
-from tests.conftest import make
+from tests.support.rollouts import make
 
 ADD_TEST = textwrap.dedent("""
     def check(candidate):

@@ -8,10 +8,10 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from referee.rewards._diff import extract_diff
 from referee.rewards._extract import fenced_blocks
 from referee.rewards._sandboxed import extract_code
-from tests.rewards.test_hostile import guarded
+from referee.rewards.patch._diff import extract_diff
+from tests.support.hostile import guarded
 
 # What code and patch rewards matched fences with before: quadratic on unclosed fences.
 FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)

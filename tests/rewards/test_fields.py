@@ -7,7 +7,7 @@ import pytest
 
 import referee
 from referee.rewards import FieldMatch, FieldRule
-from tests.conftest import make
+from tests.support.rollouts import make
 
 REF = {
     "company": "Acme Corp.",

@@ -1,56 +1,17 @@
 """Hostile completions never crash or stall a built-in reward: each gives a value or a Failure.
 
-The battery walks every registered built-in type (`tests.test_pickle.OPTIONS` must name each,
-which a test there enforces), so a new type is covered by adding its options there.
+The battery walks every registered built-in type (`tests.support.options.OPTIONS` must name
+each, which tests/test_pickle.py enforces), so a new type is covered by adding its options there.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-from typing import TypeVar
-
 import pytest
 
 import referee
-from referee import Score
-from tests.conftest import make
-from tests.test_pickle import OPTIONS
+from tests.support.hostile import HOSTILE, score_guarded
+from tests.support.options import OPTIONS
 
-T = TypeVar("T")
-
-HOSTILE = {
-    "20 MB of words": "lorem ipsum dolor " * 1_200_000,
-    "10 MB without spaces": "x" * 10_000_000,
-    "JSON nested 200,000 deep": "[" * 200_000 + "]" * 200_000,
-    "object nested 100,000 deep": '{"a":' * 100_000 + "1" + "}" * 100_000,
-    "brackets 200,000 deep, unclosed": "(" * 200_000,
-    "NaN and Infinity": '{"a": NaN, "b": Infinity, "c": -Infinity}',
-    "duplicate keys": '{"a": 1, "a": 2}',
-    "a 5,000-digit integer": '{"a": ' + "9" * 5_000 + ', "b": [1, 2]}',
-    "a 100,000-digit integer": '{"a": ' + "7" * 100_000 + "}",
-    "a number past float range": '{"a": 1e400, "b": [1e-400]}',
-    "a 5,000-digit decimal": '{"a": 0.' + "3" * 5_000 + "}",
-    "a huge boxed number": "\\boxed{" + "9" * 50_000 + "}",
-    "a huge power": "\\boxed{9^{9^{9^{9}}}}",
-    "lone surrogates (undecodable bytes)": "answer \udcff\udcfe \\boxed{1}",
-    "NUL and control characters": "\x00\x01\x1b[31m{}\x7f",
-    "zero-width and right-to-left": (
-        '\u200b\u200d\u2066{\u202e"a": 1\u202c}\ufeff \\boxed{\u200b1}'
-    ),
-    "empty": "",
-    "unbalanced boxed": "\\boxed{" * 10_000,
-    "many braces": "{" * 200_000,
-    # ReDoS bait for the patterns the built-ins use (answer tags, fences, `Answer: (\w+)`,
-    # think/answer shapes, numbers) and for the classic nested-quantifier pattern.
-    "ReDoS: a run with no end": "a" * 50_000 + "!",
-    "ReDoS: unclosed answer tags": "<answer>" * 40_000,
-    "ReDoS: unclosed think tags": "<think>" * 40_000 + "<answer>",
-    "ReDoS: unclosed fences": "```python\n" * 40_000,
-    "ReDoS: almost an answer line": "Answer: " * 40_000 + "!",
-    "ReDoS: digits and dots": "1." * 100_000 + "x",
-    "ReDoS: whitespace runs": " \t" * 200_000 + "x",
-}
 REFERENCE = {"a": 1, "b": [1, 2]}
 # Every built-in with its test options, plus variants that send the whole completion to the
 # checker (the test options of some narrow it with a pattern first).
@@ -64,35 +25,6 @@ CASES = [(kind, OPTIONS[kind]) for kind in sorted(OPTIONS)] + [
     ("field_match", {}),
     ("json_valid", {"extract": "fenced"}),
 ]
-# Hang guard: far above any reward's deadline plus a second, so a stall fails the test instead
-# of the suite. It is not a timing assertion: a loaded machine is slow, not wrong.
-GUARD = 120.0
-
-
-def guarded(fn: Callable[[], T]) -> T:
-    """``fn()`` in a thread of its own; fails the test if it never returns."""
-    result: list[T] = []
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            result.append(fn())
-        except BaseException as exc:  # re-raised below, in the test's thread
-            errors.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(GUARD)
-    assert not thread.is_alive(), f"no answer within {GUARD:g}s"
-    if errors:
-        raise errors[0]
-    return result[0]
-
-
-def score_guarded(reward: referee.Reward, completion: str, reference: object) -> Score:
-    """One rollout scored in a thread of its own; fails the test if it never returns."""
-    [score] = guarded(lambda: referee.score(reward, [make(completion, reference)]))
-    return score
 
 
 @pytest.mark.parametrize(("kind", "options"), CASES, ids=[f"{k}{o}" for k, o in CASES])
@@ -106,5 +38,5 @@ def test_never_crashes_or_stalls(kind: str, options: dict[str, object], label: s
     score = score_guarded(reward, HOSTILE[label], reference)
     assert (score.value is None) == (score.failure is not None)
     if score.failure is not None:
-        # "judge": the test judge's server is unreachable on purpose (see test_pickle.OPTIONS)
+        # "judge": the test judge's server is unreachable on purpose (see tests.support.options)
         assert score.failure.type in {"timeout", "not_applicable", "judge"}, score.failure

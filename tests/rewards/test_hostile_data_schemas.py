@@ -6,8 +6,8 @@ from pathlib import Path
 
 import referee
 from referee import Rollout
-from tests.test_trajectory import call
-from tests.verifiers.test_hostile_schema import SECRET, _Counting, _url, secret_file, server
+from tests.support.schema_host import SECRET, CountingServer, secret_file, server, url_of
+from tests.support.trajectories import call
 
 __all__ = ["secret_file", "server"]  # the fixtures, used by name
 
@@ -21,8 +21,10 @@ def _tool_use_with_ref(ref: str) -> Rollout:
     return Rollout(prompt="weather?", completion=[turn], metadata={"tools": tools})
 
 
-def test_a_tool_schemas_remote_ref_is_not_fetched(server: _Counting) -> None:
-    [score] = referee.score(referee.load({"type": "tool_use"}), [_tool_use_with_ref(_url(server))])
+def test_a_tool_schemas_remote_ref_is_not_fetched(server: CountingServer) -> None:
+    [score] = referee.score(
+        referee.load({"type": "tool_use"}), [_tool_use_with_ref(url_of(server))]
+    )
     assert server.hits == []
     assert SECRET not in (score.reason or "")
     # and the calls it could not check are not paid as valid ones

@@ -16,9 +16,9 @@ from referee import Score
 from referee.rewards import InstructionFollowing
 from referee.verifiers.ifeval import INSTRUCTION_IDS, follows, loose_variants, parse_instructions
 from referee.verifiers.ifeval._language import _detection_prefix
-from tests.conftest import make
-from tests.rewards import ifeval_cases, ifeval_oracle
-from tests.rewards.test_hostile import HOSTILE
+from tests.support import ifeval_cases, ifeval_oracle
+from tests.support.hostile import HOSTILE
+from tests.support.rollouts import make
 
 
 def ref(id: str, **kwargs: Any) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import pytest
 import referee
 from referee.rewards import JsonSchema, JsonValid
 from referee.rewards._extract import parse_json
-from tests.conftest import make
+from tests.support.rollouts import make
 
 
 @pytest.mark.parametrize(

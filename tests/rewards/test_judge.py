@@ -21,8 +21,8 @@ from referee.judges import JudgeClient, JudgeOptions
 from referee.judges.testing import FakeJudgeServer, Reply, Token
 from referee.reward import DEFAULT_CONCURRENCY
 from referee.rewards import RubricJudge
-from tests.conftest import make
-from tests.judges.transports import each_transport  # noqa: F401 (autouse: both transports)
+from tests.support.rollouts import make
+from tests.support.transports import each_transport  # noqa: F401 (autouse: both transports)
 
 GOOD, BAD = 5, 1  # the scripted judge's scores for a good and a bad answer
 

@@ -6,7 +6,7 @@ import pytest
 
 import referee
 from referee.rewards import Length, Repetition
-from tests.conftest import make
+from tests.support.rollouts import make
 
 
 @pytest.mark.parametrize(

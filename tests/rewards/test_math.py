@@ -9,7 +9,7 @@ import pytest
 
 import referee
 from referee.rewards import MathAnswer
-from tests.conftest import make
+from tests.support.rollouts import make
 
 
 @pytest.mark.parametrize(

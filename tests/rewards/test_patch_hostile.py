@@ -22,12 +22,11 @@ import referee
 from referee.errors import NotApplicable
 from referee.reward import reference_powers
 from referee.rewards import PatchTests
-from referee.rewards import _snapshot as snapshot_module
-from referee.rewards import patch as patch_module
-from referee.rewards._patch_driver import PYTEST_BOOT, PYTEST_OPTIONS
-from referee.rewards._snapshot import snapshot_tar
-from tests.conftest import make
-from tests.rewards.test_patch_tests import (
+from referee.rewards.patch import _snapshot as snapshot_module
+from referee.rewards.patch import patch_tests as patch_module
+from referee.rewards.patch._driver import PYTEST_BOOT, PYTEST_OPTIONS
+from referee.rewards.patch._snapshot import snapshot_tar
+from tests.support.patches import (
     EVIL_PLUGIN,
     F2P,
     FIXED,
@@ -38,6 +37,7 @@ from tests.rewards.test_patch_tests import (
     make_diff,
     write_tree,
 )
+from tests.support.rollouts import make
 
 SANDBOX = {"workers": 2}
 REWARD = PatchTests(timeout=60, sandbox=SANDBOX)

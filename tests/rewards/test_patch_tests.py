@@ -7,8 +7,6 @@ import hashlib
 import importlib.util
 import io
 import os
-import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -26,124 +24,31 @@ from hypothesis import strategies as st
 import referee
 from referee.errors import SpecError
 from referee.rewards import PatchTests
-from referee.rewards import patch as patch_module
-from referee.rewards._diff import diff_paths, extract_diff, unsafe_path
-from referee.rewards._snapshot import snapshot_tar
-from referee.rewards.patch import PatchRun
-from referee.rewards.patch_reference import PatchReference
+from referee.rewards.patch import PatchReference, PatchRun
+from referee.rewards.patch import patch_tests as patch_module
+from referee.rewards.patch._diff import diff_paths, extract_diff, unsafe_path
+from referee.rewards.patch._snapshot import snapshot_tar
 from referee.verifiers import testlog
-from tests.conftest import make
+from tests.support.patches import (
+    EVIL_PLUGIN,
+    F2P,
+    FIXED,
+    OPS,
+    P2P,
+    REPO,
+    SETUP_CFG,
+    SITECUSTOMIZE,
+    TESTS,
+    Edit,
+    make_diff,
+    write_tree,
+)
+from tests.support.rollouts import make
 
-OPS = """\
-def add(a, b):
-    return a - b
-
-
-def mul(a, b):
-    return a * b
-
-
-def sub(a, b):
-    return a - b
-"""
-TESTS = """\
-from calc import add, mul, sub
-
-
-def test_add():
-    assert add(2, 3) == 5
-
-
-def test_add_negative():
-    assert add(-2, -3) == -5
-
-
-def test_mul():
-    assert mul(2, 3) == 6
-
-
-def test_sub():
-    assert sub(5, 3) == 2
-"""
-CLEAN = """\
-import os
-
-
-def test_fresh_copy():
-    assert not os.path.exists("calc/marker")
-"""
-SETUP_CFG = "[metadata]\nname = calc\n\n[tool:pytest]\npython_files = test_*.py\n"
-REPO = {
-    "calc/__init__.py": "from calc.ops import add, mul, sub\n",
-    "calc/ops.py": OPS,
-    "tests/test_ops.py": TESTS,
-    "tests/test_clean.py": CLEAN,
-    "setup.cfg": SETUP_CFG,
-    "README.md": "A calculator with a bug in add.\n",
-}
-F2P = ["tests/test_ops.py::test_add", "tests/test_ops.py::test_add_negative"]
-P2P = [
-    "tests/test_ops.py::test_mul",
-    "tests/test_ops.py::test_sub",
-    "tests/test_clean.py::test_fresh_copy",
-]
-FIXED = OPS.replace("return a - b", "return a + b", 1)
 SANDBOX = {"workers": 2}
 REWARD = PatchTests(timeout=60, sandbox=SANDBOX)
 UNGUARDED = PatchTests(timeout=60, sandbox=SANDBOX, protected=[])  # shows an attack is real
 REJECT = PatchTests(timeout=60, sandbox=SANDBOX, protected_edits="reject")
-
-# --- building repositories and diffs -------------------------------------------------------
-
-_GIT_ENV = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"}
-
-
-def _git(cwd: Path, *args: str) -> bytes:
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=cwd,
-        env=_GIT_ENV,
-        check=True,
-        capture_output=True,
-    ).stdout
-
-
-def write_tree(root: Path, files: dict[str, str | bytes]) -> Path:
-    for name, content in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content)
-    return root
-
-
-Edit = str | bytes | None  # new content; None deletes (a file or a folder)
-
-
-def make_diff(repo: Path, edits: dict[str, Edit], links: dict[str, str] | None = None) -> str:
-    """The diff `git diff --binary` gives for these edits of the repository (how an agent
-    that works in a checkout makes its patch)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp) / "w"
-        shutil.copytree(repo, work, symlinks=True)
-        _git(work, "init", "-q")
-        _git(work, "add", "-A")
-        _git(work, "commit", "-qm", "base")
-        for name, content in edits.items():
-            path = work / name
-            if content is None:
-                if path.is_dir() and not path.is_symlink():
-                    shutil.rmtree(path)
-                else:
-                    path.unlink()
-            else:
-                write_tree(work, {name: content})
-        for name, target in (links or {}).items():
-            os.symlink(target, work / name)
-        _git(work, "add", "-A")
-        return _git(work, "diff", "--cached", "--binary").decode("utf-8", "surrogateescape")
 
 
 @pytest.fixture(scope="module")
@@ -178,31 +83,6 @@ CONFTEST_RUNTEST = """\
 def pytest_collection_modifyitems(items):
     for item in items:
         item.runtest = lambda: None
-"""
-EVIL_PLUGIN = """\
-import pytest
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    outcome.get_result().outcome = "passed"
-"""
-SITECUSTOMIZE = """\
-import atexit
-import os
-import sys
-
-
-def _forge():
-    sys.stdout.flush()
-    for name in ("test_add", "test_add_negative"):
-        print("PASSED tests/test_ops.py::" + name)
-    sys.stdout.flush()
-    os._exit(0)
-
-
-atexit.register(_forge)
 """
 MARKER_AT_EXIT = (
     "import atexit\nfrom calc.ops import add, mul, sub\n\n"

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from referee.rewards._plan import plan_calls
+from referee.rewards.code._plan import plan_calls
 
 
 def plan(test: str, entry: str = "f") -> object:

@@ -17,8 +17,8 @@ pytest.importorskip(
 import referee
 from referee.judges.testing import FakeJudgeServer, Reply
 from referee.rewards import ranking
-from tests.conftest import make
-from tests.judges.transports import each_transport  # noqa: F401 (autouse: both transports)
+from tests.support.rollouts import make
+from tests.support.transports import each_transport  # noqa: F401 (autouse: both transports)
 
 
 def attempts(request: dict[str, Any]) -> list[str]:

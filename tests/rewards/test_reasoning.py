@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 import referee
 from referee.rewards import ReasoningGym
 from referee.rewards.reasoning import EVALS_ANSWER, entry_reference
-from tests.conftest import make
-from tests.rewards.test_hostile import HOSTILE, score_guarded
+from tests.support.hostile import HOSTILE, score_guarded
+from tests.support.rollouts import make
 
 rg = pytest.importorskip("reasoning_gym")
 from reasoning_gym.composite import DatasetSpec  # noqa: E402 - after the skip

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 import referee
 from referee.rewards import TextSimilarity
-from tests.conftest import make
-from tests.rewards.test_hostile import HOSTILE, score_guarded
+from tests.support.hostile import HOSTILE, score_guarded
+from tests.support.rollouts import make
 
 sacrebleu = pytest.importorskip("sacrebleu")
 rouge_scorer = pytest.importorskip("rouge_score.rouge_scorer")
@@ -229,7 +229,7 @@ def test_pickle_round_trip(setup: dict[str, Any]) -> None:
 
 
 # The hostile battery of test_hostile, against a real reference and with every metric (the
-# battery itself runs one setup, from tests/test_pickle.OPTIONS).
+# battery itself runs one setup, from tests.support.options).
 @pytest.mark.parametrize(
     "metric", ["bleu", "chrf", "chrf++", "ter", "rouge1", "rouge2", "rougeL", "rougeLsum", "fuzzy"]
 )

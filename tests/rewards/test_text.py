@@ -7,7 +7,7 @@ import pytest
 
 import referee
 from referee.rewards import Contains, ExactMatch, Format, Regex
-from tests.conftest import make
+from tests.support.rollouts import make
 
 
 @pytest.mark.parametrize(

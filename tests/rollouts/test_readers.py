@@ -8,7 +8,7 @@ import pytest
 
 from referee.errors import RolloutError
 from referee.rollouts import RowError, RowOk, detect_format, parse_mapping, read_rollouts
-from tests.conftest import write_jsonl
+from tests.support.rollouts import write_jsonl
 
 
 def write_parquet(path: Path, rows: list[dict[str, Any]]) -> Path:

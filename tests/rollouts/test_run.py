@@ -10,7 +10,7 @@ from pathlib import Path
 
 import referee
 from referee.rollouts import score_file
-from tests.conftest import write_jsonl
+from tests.support.rollouts import write_jsonl
 
 SPEC = {"type": "exact_match"}
 

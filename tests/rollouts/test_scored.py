@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from referee.rollouts.scored import ScoredRow, row_json
-from referee.score import Failure, Score
+from referee.scores import Failure, Score
 
 SCORES = [
     # the common row: the seven keys, nothing else

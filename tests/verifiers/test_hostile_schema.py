@@ -6,10 +6,7 @@ get none) or as a local file holding a secret (which must not reach any message)
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,55 +15,13 @@ import pytest
 import referee
 from referee.errors import NotApplicable
 from referee.verifiers.schema import compile_schema, first_error
+from tests.support.schema_host import SECRET, CountingServer, secret_file, server, url_of
 
-SECRET = "TOPSECRET-4f1c9a"
-
-
-class _Counting(http.server.ThreadingHTTPServer):
-    hits: list[str]
+__all__ = ["secret_file", "server"]  # the fixtures, used by name
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        assert isinstance(self.server, _Counting)
-        self.server.hits.append(self.path)
-        body = json.dumps({"const": SECRET}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture
-def server() -> Iterator[_Counting]:
-    """A schema host on loopback that serves a schema holding the secret, counting hits."""
-    srv = _Counting(("127.0.0.1", 0), _Handler)
-    srv.hits = []
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
-
-
-def _url(srv: _Counting, path: str = "/schema.json") -> str:
-    host, port = srv.server_address[:2]
-    return f"http://{host!s}:{port}{path}"
-
-
-@pytest.fixture
-def secret_file(tmp_path: Path) -> Path:
-    path = tmp_path / "secret.json"
-    path.write_text(json.dumps({"const": SECRET}))
-    return path
-
-
-def test_a_remote_ref_is_refused_not_fetched(server: _Counting) -> None:
-    schema = {"type": "object", "properties": {"a": {"$ref": _url(server)}}}
+def test_a_remote_ref_is_refused_not_fetched(server: CountingServer) -> None:
+    schema = {"type": "object", "properties": {"a": {"$ref": url_of(server)}}}
     with pytest.raises(NotApplicable, match="does not resolve references outside"):
         compile_schema(schema)
     assert server.hits == []
@@ -86,15 +41,15 @@ def test_a_file_ref_is_refused_not_read(secret_file: Path) -> None:
         "$recursiveRef",  # 2019-09's
     ],
 )
-def test_every_reference_keyword_is_refused(server: _Counting, key: str) -> None:
+def test_every_reference_keyword_is_refused(server: CountingServer, key: str) -> None:
     with pytest.raises(NotApplicable):
-        compile_schema({"properties": {"a": {key: _url(server)}}})
+        compile_schema({"properties": {"a": {key: url_of(server)}}})
     assert server.hits == []
 
 
-def test_a_remote_meta_schema_is_not_fetched(server: _Counting) -> None:
+def test_a_remote_meta_schema_is_not_fetched(server: CountingServer) -> None:
     # An unknown $schema made jsonschema-rs fetch it while compiling.
-    compiled = compile_schema({"$schema": _url(server, "/meta"), "type": "string"})
+    compiled = compile_schema({"$schema": url_of(server, "/meta"), "type": "string"})
     assert first_error(compiled, 1) is not None
     assert server.hits == []
 
@@ -146,9 +101,9 @@ def test_a_schema_files_refs_stay_in_its_folder(
 
 
 def test_a_spec_schema_file_with_a_remote_ref_is_a_spec_error(
-    tmp_path: Path, server: _Counting
+    tmp_path: Path, server: CountingServer
 ) -> None:
-    (tmp_path / "s.json").write_text(json.dumps({"properties": {"a": {"$ref": _url(server)}}}))
+    (tmp_path / "s.json").write_text(json.dumps({"properties": {"a": {"$ref": url_of(server)}}}))
     spec = tmp_path / "spec.yaml"
     spec.write_text("type: json_schema\nschema_file: s.json\n")
     with pytest.raises(ValueError, match=r"schema_file.*resolve only to JSON files under"):

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -11,48 +10,9 @@ from referee.verifiers.sandbox._isolation import unshare_problem
 from referee.verifiers.sandbox.local import bwrap_problem
 from referee.verifiers.sandbox.pool import WorkerPool
 from referee.verifiers.sandbox.uids import claimed
+from tests.support.sandboxes import sandbox_processes
 
 MODES = ["bwrap", "unshare", "none", "docker"]
-
-
-def sandbox_processes(uids: set[int] | None = None) -> list[int]:
-    """Live host processes of the sandbox uids this process holds (or `uids`), the workers
-    themselves aside; zombies run nothing."""
-    uids = claimed() if uids is None else uids
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            status = (entry / "status").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        uid = int(fields.get("Uid", "0").split()[0])
-        zombie = fields.get("State", "").strip().startswith("Z")
-        if uid in uids and not zombie and b"_zygote.py" not in cmdline:
-            found.append(int(entry.name))
-    return found
-
-
-PLACES = ("/work", "/tmp", "/var/tmp", "/dev/shm")
-"""Where a job can write in an isolated worker: each emptied after every job."""
-
-
-def left_in_places(box: WorkerPool) -> dict[str, list[str]]:
-    """What the idle workers' writable places hold, seen from the host through each zygote's
-    root; {} when all are empty (or no worker is left: docker replaces one after an anomaly)."""
-    left = {}
-    for pid in box.zygote_pids():
-        for place in PLACES:
-            try:
-                entries = os.listdir(f"/proc/{pid}/root{place}")
-            except PermissionError:
-                pytest.skip("looking into a worker from the host needs root")
-            if entries:
-                left[f"{pid}:{place}"] = entries
-    return left
 
 
 @pytest.fixture(scope="module", params=MODES)

@@ -20,7 +20,7 @@ import pytest
 
 from referee.verifiers.sandbox import Job, Limits, ProgramError
 from referee.verifiers.sandbox.pool import WorkerPool
-from tests.verifiers.sandbox.conftest import left_in_places, sandbox_processes
+from tests.support.sandboxes import left_in_places, sandbox_processes
 
 FAST = Limits(wall_seconds=3, cpu_seconds=3, memory_bytes=512 << 20, processes=32,
               output_bytes=1 << 16, file_size_bytes=16 << 20, disk_bytes=64 << 20)  # fmt: skip

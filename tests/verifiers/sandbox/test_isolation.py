@@ -71,7 +71,7 @@ def test_no_isolation_is_never_the_default() -> None:
 AS_A_USER = """
 import json, os, socket, subprocess, sys, textwrap
 from referee.verifiers.sandbox import Job, LocalSandbox
-from tests.verifiers.sandbox.test_clean_state import plant, probe
+from tests.support.sandboxes import plant, probe
 
 box = LocalSandbox(workers=1, isolation=sys.argv[1])
 server = socket.create_server(("127.0.0.1", 0))

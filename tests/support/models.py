@@ -1,5 +1,5 @@
 """Tiny random reward models at fixed paths, for tables of options that need a real model path
-(`tests.test_pickle.OPTIONS`, and through it the hostile battery).
+(`tests.support.options.OPTIONS`, and through it the hostile battery).
 
 The paths are fixed so the tables stay plain data; `ensure` (called by ``conftest`` when the
 session starts) builds the models there once per machine and version, importing torch only

@@ -41,9 +41,9 @@ from referee.models.loading import (
     shared,
 )
 from referee.reward import RewardBase, failure_from_exception
-from referee.rewards._rm_served import Served
+from referee.rewards.learned._served import Served
 from referee.rollout import Rollout
-from referee.score import Score
+from referee.scores import Score
 
 __all__ = ["LOCAL_DEADLINE", "LearnedOptions", "LearnedReward", "Output"]
 

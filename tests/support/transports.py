@@ -1,6 +1,6 @@
 """Judge tests run on both transports: referee's own HTTP one and litellm.
 
-A test module takes them with ``from tests.judges.transports import each_transport``: the
+A test module takes them with ``from tests.support.transports import each_transport``: the
 fixture is autouse, so every test in it runs once per transport, whatever clients it builds
 (from Python or from a spec). A client that names its transport keeps it.
 """

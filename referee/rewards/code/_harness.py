@@ -9,7 +9,7 @@ The test sees only those names of the program. A name the test binds itself, a b
 test's own even when the program defines it: a wrong program that also defines ``set =
 lambda *a: 1`` must not make ``set(candidate(x)) == set(expected)`` hold.
 
-Calls the test will certainly make are pipelined (`referee.rewards._plan`) when the session
+Calls the test will certainly make are pipelined (`referee.rewards.code._plan`) when the session
 can.
 """
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from referee.errors import NotApplicable, ProgramError
-from referee.rewards._plan import Call, plan_calls
+from referee.rewards.code._plan import Call, plan_calls
 from referee.verifiers.sandbox import Pipelining, SandboxSession
 
 __all__ = ["Cases", "Remote", "run_tests"]

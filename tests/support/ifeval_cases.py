@@ -528,7 +528,7 @@ def mixed_cases(n: int, seed: int = 0) -> list[tuple[dict[str, Any], str]]:
 
 
 # Every instruction once, with fixed arguments: the `instructions` option of the hostile
-# battery (tests/test_pickle.OPTIONS) and of the hostile tests here.
+# battery (tests.support.options) and of the hostile tests here.
 ALL_INSTRUCTIONS: dict[str, Any] = {
     "instruction_id_list": list(GENERATORS),
     "kwargs": [

@@ -50,7 +50,7 @@ import typing
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast, get_args
+from typing import Any, cast
 
 import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -60,30 +60,27 @@ from referee._yaml import safe_load
 from referee.compose import (
     FROM_ON_NONE,
     Combined,
-    CombineMode,
     Component,
     FailurePolicy,
-    NonePolicy,
     Transform,
 )
 from referee.deadline import check_timeout
 from referee.errors import SpecError
 from referee.judges.options import CLIENT_OPTIONS
 from referee.registry import lookup, registered_types
-from referee.reward import CheckReward, GroupReward, Reward, RewardBase, SyncReward, is_sync
+from referee.reward import CheckReward, Reward, RewardBase, is_sync
+from referee.spec.model import COMBINE_KEYS as _COMBINE_KEYS
+from referee.spec.model import COMPONENT_KEYS as _COMPONENT_KEYS
+from referee.spec.model import MODES as _MODES
+from referee.spec.model import NONE_POLICIES as _NONE_POLICIES
+from referee.spec.model import POLICIES as _POLICIES
+from referee.spec.model import POLICY_KEYS as _POLICY_KEYS
+from referee.spec.model import REWARD_TYPES as _REWARD_TYPES
+from referee.spec.model import TRANSFORM_KEYS as _TRANSFORM_KEYS
 from referee.workers import RUN_IN, RunIn
 
 __all__ = ["load"]
 
-_COMBINE_KEYS = {"name", "description", "version", "combine", "components", "on_failure",
-                 "failure_value", "on_none", "none_value", "floor", "deadline",
-                 "timeout"}  # fmt: skip
-_POLICY_KEYS = {"on_failure", "failure_value"}
-_COMPONENT_KEYS = {"weight", "gate", "threshold", *_POLICY_KEYS}
-_TRANSFORM_KEYS = {"scale", "offset", "clip"}
-_MODES: tuple[str, ...] = get_args(CombineMode)
-_POLICIES: tuple[str, ...] = get_args(FailurePolicy)
-_NONE_POLICIES: tuple[str, ...] = get_args(NonePolicy)
 
 Path_ = tuple[str | int, ...]
 
@@ -158,8 +155,6 @@ def _reward_options(cls: type[Any]) -> tuple[str, ...]:
     hints = typing.get_type_hints(cls)
     return tuple(f.name for f in dataclasses.fields(cls) if hints.get(f.name) in _REWARD_TYPES)
 
-
-_REWARD_TYPES = (Reward, GroupReward, SyncReward)
 
 _UNION_TAG_PREFIXES = (
     "literal[",

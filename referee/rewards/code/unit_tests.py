@@ -13,7 +13,7 @@
 The test code comes from the dataset and is trusted; it must never be model-generated. A
 failing case, a timeout or a crash scores 0 for that case; a sandbox that cannot start is a
 ``sandbox`` Failure (no score), never 0. The references they read are defined in
-`referee.rewards.code_reference`; the sandbox option they share in `SandboxedReward`.
+`referee.rewards.code.reference`; the sandbox option they share in `SandboxedReward`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from referee.errors import NotApplicable
 from referee.registry import register
 from referee.reward import Need
 from referee.rewards._common import short
-from referee.rewards._harness import Cases, run_tests
 from referee.rewards._sandboxed import (
     SandboxedReward,
     SandboxFailure,
@@ -38,9 +37,10 @@ from referee.rewards._sandboxed import (
     extract_code,
     limits,
 )
-from referee.rewards.code_reference import IoTestsReference, PytestReference, PythonTestsReference
+from referee.rewards.code._harness import Cases, run_tests
+from referee.rewards.code.reference import IoTestsReference, PytestReference, PythonTestsReference
 from referee.rollout import Rollout
-from referee.score import Score
+from referee.scores import Score
 from referee.verifiers.sandbox import Job, Limits, RunResult, Sandbox, SandboxError
 
 __all__ = ["IoTests", "PytestTests", "PythonTests", "extract_code"]

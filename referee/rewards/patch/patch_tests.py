@@ -1,6 +1,6 @@
 """`patch_tests`: does a patch make a repository's tests pass? SWE-bench's question, as a reward.
 
-The completion proposes a unified diff (`referee.rewards._diff.extract_diff`); the reference
+The completion proposes a unified diff (`referee.rewards.patch._diff.extract_diff`); the reference
 names a repository snapshot and the tests that decide (`PatchReference`). Each rollout gets a
 fresh copy of the snapshot in the sandbox, where the patch is applied as SWE-bench's harness
 applies it (``git apply --verbose``, then ``git apply --verbose --reject``, then ``patch
@@ -47,12 +47,12 @@ from typing import Any, Literal
 
 from referee.registry import register
 from referee.reward import Need
-from referee.rewards._diff import extract_diff, unsafe_path
 from referee.rewards._sandboxed import SandboxedReward, SandboxFailure
-from referee.rewards._snapshot import snapshot_tar
-from referee.rewards.patch_reference import PatchReference
+from referee.rewards.patch._diff import extract_diff, unsafe_path
+from referee.rewards.patch._snapshot import snapshot_tar
+from referee.rewards.patch.reference import PatchReference
 from referee.rollout import Rollout
-from referee.score import Score
+from referee.scores import Score
 from referee.trajectory import trajectory
 from referee.verifiers.sandbox import Job, Limits, RunResult, SandboxError
 from referee.verifiers.testlog import (
@@ -105,7 +105,7 @@ Outcome = Literal[
     "error", "tested",
 ]  # fmt: skip
 
-_DRIVER = (Path(__file__).with_name("_patch_driver.py")).read_text()
+_DRIVER = (Path(__file__).with_name("_driver.py")).read_text()
 _MARGIN = 10.0  # seconds the sandbox gives the driver past its own deadline, to report
 
 

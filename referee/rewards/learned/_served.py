@@ -1,9 +1,9 @@
 """Served reward models: vLLM's pooling and classification APIs, and OpenRLHF's remote RM.
 
-Requests go over the judges' HTTP transport (`referee.judges.transport.post_json`: one pooled
+Requests go over referee's HTTP client, the judges' too (`referee._http.post_json`: one pooled
 session per event loop), with the judges' retries (timeouts, 408, 409, 429 and 5xx, with
-backoff and Retry-After) and their process-wide limit of calls in flight per model and server
-(`referee.judges.limits.calls_in_flight`). Rollouts go `batch_size` to a request.
+backoff and Retry-After) and the process-wide limit of calls in flight per model and server
+(`referee._http.calls_in_flight`). Rollouts go `batch_size` to a request.
 
 The protocols (request -> answer), every text already rendered by referee
 (`referee.models.inputs`) and sent with ``add_special_tokens: false``:
@@ -37,9 +37,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from referee._http import Retry, calls_in_flight, post_json
 from referee.errors import JudgeError, JudgeTimeout
-from referee.judges.limits import calls_in_flight
-from referee.judges.transport import Retry, post_json
 
 __all__ = ["Protocol", "Served", "StepProtocol"]
 

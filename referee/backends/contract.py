@@ -1,0 +1,225 @@
+"""The trainer side of referee's contract, in one place for every backend.
+
+A trainer backend (TRL, verl, OpenRLHF, the HTTP server, a plugin of your own) has three
+things to decide, and they are decided here so that every trainer gets the number
+`referee score` prints for the same rollout:
+
+1. **Which reward**: `resolve` takes a `Reward` or a spec (path or mapping).
+2. **Where scoring runs**: a `Bridge` scores a batch from the trainer's own thread
+   (`Bridge.score`) or from its event loop (`Bridge.score_async`). A sync reward scores in the
+   calling thread, or, from a loop, in the bridge's threads so the loop keeps serving; an
+   async one (a judge) is awaited on the caller's loop, or, from a thread, on one long-lived
+   loop per process, so its connections are pooled across calls.
+3. **What numbers reach the trainer**: an `Outlet` says, once per trainer, what a rollout
+   with no score is worth (`failure_value`), what a skipped component reads (`skipped`),
+   which components are reported (`components`: the top-level ones, the same list for every
+   sample), and under which keys (``referee_failed``, ``referee/<component>``,
+   ``referee/<component>/skipped``).
+
+- TRL: None for both: TRL masks None out of the advantage and its means.
+- verl: `failure_value` (0.0) for no score, None for a skipped component: verl cannot mask a
+  sample; its metrics leave None out of their means, where NaN would poison them.
+- OpenRLHF: `failure_value` (0.0), and NaN for a skipped component: it makes a tensor of
+  every key, and takes neither a missing key nor a null.
+
+`docs/architecture.md` walks through adding a backend with these three pieces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from referee.reward import Reward, is_sync, top_components
+from referee.reward import score as score_rollouts
+from referee.rollout import Rollout
+from referee.scores import Score
+from referee.spec import load
+
+__all__ = ["FAILED_KEY", "Bridge", "Outlet", "components", "decode_json_text", "resolve"]
+
+FAILED_KEY = "referee_failed"
+"""The key, for every sample, that is 1.0 where referee could give no score."""
+
+
+def resolve(reward_or_spec: Reward | str | Path | Mapping[str, Any]) -> Reward:
+    """A Reward as given, or the reward a spec (path or mapping) describes."""
+    if isinstance(reward_or_spec, (str, Path, Mapping)):
+        return load(reward_or_spec)
+    if not isinstance(reward_or_spec, Reward):
+        raise TypeError(
+            f"expected a referee Reward, a spec path or a spec mapping, got "
+            f"{type(reward_or_spec).__name__}"
+        )
+    return reward_or_spec
+
+
+def decode_json_text(value: Any) -> Any:
+    """A reference sent as text: decoded when it is a JSON object or array, else as given.
+
+    Trainers pass ground truth as strings (verl parquet columns, OpenRLHF labels); an object
+    stored as JSON text is what a field comparison needs. Plain answers ("42", "x = 2") stay
+    text: only text starting with ``{`` or ``[`` is decoded, and only when it parses.
+    """
+    if isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
+        with contextlib.suppress(json.JSONDecodeError):
+            return json.loads(value)
+    return value
+
+
+def components(reward: Reward) -> list[str]:
+    """The components a trainer reports for `reward`: its top-level ones, itself left out."""
+    return [name for name, _ in top_components(reward) if name != reward.name]
+
+
+# --- what numbers reach the trainer ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outlet:
+    """How one trainer takes referee's scores (the table in the module docstring).
+
+    Attributes:
+        components: The components reported, the same for every sample (`components`).
+        failure_value: What a rollout with no score is worth to the trainer, and what a
+            component that ran and failed reads; None hands the trainer None (it masks it).
+        skipped: What a component that did not run reads (a gate, or a failure, before it
+            stopped the rollout): no value, which is not a zero.
+        whole: The reward's own name: asked for as a component, it is the total.
+    """
+
+    components: tuple[str, ...]
+    failure_value: float | None
+    skipped: float | None
+    whole: str | None = None
+
+    @classmethod
+    def of(cls, reward: Reward, *, failure_value: float | None, skipped: float | None) -> Outlet:
+        """The outlet of `reward`'s scores: its top-level components, under this policy."""
+        return cls(tuple(components(reward)), failure_value, skipped, reward.name)
+
+    def total(self, score: Score) -> float | None:
+        """The number the trainer optimises for a rollout."""
+        return self.failure_value if score.value is None else score.value
+
+    def component(self, score: Score, name: str) -> float | None:
+        """A component's value on a score; the total when `name` is the reward itself."""
+        if name == self.whole:
+            return self.total(score)
+        if name in score.skipped:
+            return self.skipped
+        value = score.components.get(name)
+        return self.failure_value if value is None else value
+
+    def keys(self) -> list[str]:
+        """The keys of `row` and `columns`, the same for every sample of the reward."""
+        per = ((f"referee/{n}", f"referee/{n}/skipped") for n in self.components)
+        return [FAILED_KEY, *(key for pair in per for key in pair)]
+
+    def row(self, score: Score) -> dict[str, float | None]:
+        """One sample's logged values under `keys` (verl's per-sample dict)."""
+        out: dict[str, float | None] = {FAILED_KEY: 0.0 if score.value is not None else 1.0}
+        for name in self.components:
+            out[f"referee/{name}"] = self.component(score, name)
+            out[f"referee/{name}/skipped"] = 1.0 if name in score.skipped else 0.0
+        return out
+
+    def columns(self, scores: Sequence[Score]) -> dict[str, list[float | None]]:
+        """A batch's logged values under `keys`, one list per key (OpenRLHF's extra_logs)."""
+        out: dict[str, list[float | None]] = {key: [] for key in self.keys()}
+        for score in scores:
+            for key, value in self.row(score).items():
+                out[key].append(value)
+        return out
+
+
+# --- where scoring runs ---------------------------------------------------------------------------
+
+
+class _SharedLoop:
+    """One event loop per process, in a daemon thread, for async rewards called from threads.
+
+    A judge's client keeps its connections per loop: one loop for every call pools them, where
+    a loop per call would open new ones each time. Made on first use, and again in a child
+    after a fork (the thread does not survive it).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def get(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None or self._pid != os.getpid():
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=loop.run_forever, name="referee-bridge", daemon=True
+                )
+                thread.start()
+                self._loop, self._thread, self._pid = loop, thread, os.getpid()
+            return self._loop
+
+    def is_current(self) -> bool:
+        """Whether the caller runs on the shared loop's own thread."""
+        return self._thread is threading.current_thread()
+
+
+_SHARED = _SharedLoop()
+
+
+class Bridge:
+    """Scores a batch for a trainer, from its thread or from its event loop.
+
+    Args:
+        reward: The reward.
+        concurrency: How many rollouts an async reward scores at once within a batch.
+        threads: How many batches of a sync reward may score at once from an event loop
+            (`score_async`), each in a thread of the bridge's own (made on first use).
+    """
+
+    def __init__(self, reward: Reward, *, concurrency: int | None = None, threads: int = 8) -> None:
+        self.reward = reward
+        self.concurrency = concurrency
+        self.sync = is_sync(reward)
+        self._threads = threads
+        self._executor: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def score(self, rollouts: Sequence[Rollout]) -> list[Score]:
+        """Score a batch from plain synchronous code (a trainer's thread), blocking."""
+        if self.sync or _SHARED.is_current():
+            return score_rollouts(self.reward, rollouts, concurrency=self.concurrency)
+        coro = self.reward.score_batch(rollouts, concurrency=self.concurrency)
+        return asyncio.run_coroutine_threadsafe(coro, _SHARED.get()).result()
+
+    async def score_async(self, rollouts: Sequence[Rollout]) -> list[Score]:
+        """Score a batch from a running event loop; a sync reward runs off the loop."""
+        if not self.sync:
+            return await self.reward.score_batch(rollouts, concurrency=self.concurrency)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool(), self.score, rollouts)
+
+    def _pool(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    self._threads, thread_name_prefix="referee-bridge"
+                )
+            return self._executor
+
+    def close(self) -> None:
+        """Let the bridge's threads go (after the last batch)."""
+        with self._lock:
+            if self._executor is not None:
+                self._executor.shutdown(wait=False)
+                self._executor = None

@@ -1,0 +1,30 @@
+"""Code rewards: generated code run in the sandbox against a dataset's tests, graded outside it.
+
+`python_tests`, `io_tests` and `pytest_tests` (`unit_tests`), the references they grade against
+(`reference`), and their private helpers: the harness that runs a test's asserts against the
+sandboxed code (`_harness`) and the plan that pipelines its calls (`_plan`). The sandbox
+option they share with `patch_tests` is `referee.rewards._sandboxed.SandboxedReward`.
+"""
+
+from referee.rewards.code.reference import (
+    CodeReference,
+    IoCase,
+    IoTestsReference,
+    PytestReference,
+    PythonTestsReference,
+    code_reference,
+)
+from referee.rewards.code.unit_tests import IoTests, PytestTests, PythonTests, extract_code
+
+__all__ = [
+    "CodeReference",
+    "IoCase",
+    "IoTests",
+    "IoTestsReference",
+    "PytestReference",
+    "PytestTests",
+    "PythonTests",
+    "PythonTestsReference",
+    "code_reference",
+    "extract_code",
+]
