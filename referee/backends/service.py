@@ -36,7 +36,7 @@ from referee.backends._guard import (
     exposed_without_token,
     is_loopback,
 )
-from referee.backends.contract import Bridge
+from referee.backends.contract import Bridge, components
 from referee.errors import MissingDependency
 from referee.reward import Reward, reference_powers
 from referee.rollout import Rollout
@@ -171,6 +171,8 @@ class Service:
             holds them to it.
         io_timeout: Seconds a client has to send a request's body after its headers (408),
             and again to take its answer (then the connection is closed).
+        components: The reward's top-level components (`contract.components`), read once:
+            what a protocol's endpoint reports.
     """
 
     reward: Reward
@@ -202,6 +204,7 @@ class Service:
         powers = reference_powers(self.reward)
         if powers and not self.trust_clients:
             raise ValueError(_untrusted_powers(powers))
+        self.components = components(self.reward)  # what protocols report, once
         self._slots: asyncio.Semaphore | None = None
         self._slow = 0  # requests in the slow lane
         # Both lanes: a thread for every request a sync reward may score at once.

@@ -110,7 +110,7 @@ class GetReward:
             raise BadRequest(400, "invalid_body", str(exc)) from exc
         rollouts = [r for r in items if isinstance(r, Rollout)]
         scores = in_place(items, await service.score_batch(rollouts) if rollouts else [])
-        answer = reward_response(scores, component_keys(service.reward), self.failure_value)
+        answer = reward_response(scores, service.components, self.failure_value)
         # json's NaN literal: a skipped component's value in extra_logs (rewards are finite).
         return web.json_response(answer, dumps=_dumps_nan)
 
