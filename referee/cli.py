@@ -27,7 +27,7 @@ from referee.report.diagnostics import (
 )
 from referee.report.results import Report
 from referee.reward import Reward
-from referee.rollouts.jsonl import RowOk, read_jsonl
+from referee.rollouts.jsonl import RowOk
 from referee.rollouts.output import write_output
 from referee.rollouts.readers import FORMATS, FileFormat, parse_mapping, read_rollouts
 from referee.rollouts.run import (
@@ -515,7 +515,7 @@ def demo(width: int) -> None:
             reward = _load_spec(str(spec_path))
         rows = RowList()
         with resources.as_file(data / f"{name}.jsonl") as rollouts_path:
-            inputs = list(read_jsonl(rollouts_path))
+            inputs = list(read_rollouts(rollouts_path, format="canonical"))
             run = run_sync(score_rows(inputs, reward, rows))
         notes = {
             r.rollout.id: str(r.rollout.metadata.get("note", ""))

@@ -7,15 +7,16 @@ reward, built-in or yours:
                  one rollout           many rollouts               one group
 ===============  ====================  ==========================  ====================
 async            ``score(r)``          ``score_batch(rs)``         ``score_group(rs)``
-sync             ``score_sync(r)``     ``score_batch_sync(rs)``    (none)
+sync             ``score_sync(r)``     ``referee.score(rw, rs)``   (none)
 you implement    ``check(r)`` (`CheckReward`), ``evaluate(r)`` (`AsyncReward`),
                  ``evaluate_group(rs)`` (`GroupRewardBase`)
 ===============  ====================  ==========================  ====================
 
-`referee.score(reward, rollouts)` is ``score_batch_sync`` for any reward. The ``_sync``
-methods block; on a reward whose `is_sync` is true they never touch an event loop (so they
-are safe inside a running one, and cost no task per rollout): that is the fast path
-combinations, the CLI and the trainers take. A reward of your own gets that fast path by
+`referee.score(reward, rollouts)` scores many rollouts from sync code, for any reward (the
+method ``score_batch_sync`` it duplicated is deprecated). The sync calls block; on a reward
+whose `is_sync` is true they never touch an event loop (so they are safe inside a running
+one, and cost no task per rollout): that is the fast path combinations, the CLI and the
+trainers take. A reward of your own gets that fast path by
 satisfying `SyncReward` (an ``is_sync`` property and ``score_sync``), whether or not it
 subclasses a referee base class.
 
@@ -486,7 +487,14 @@ class RewardBase(ABC):
     def score_batch_sync(
         self, rollouts: Sequence[Rollout], *, concurrency: int | None = None
     ) -> list[Score]:
-        """Score many rollouts, blocking: `score_batch` for plain scripts."""
+        """Deprecated: `referee.score(reward, rollouts)`, which it was, and which takes any
+        reward (this method only referee's base classes)."""
+        warnings.warn(
+            "reward.score_batch_sync(rollouts) is deprecated: call referee.score(reward, "
+            "rollouts) (the same scores, for any reward)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return score(self, rollouts, concurrency=concurrency)
 
 
@@ -529,7 +537,7 @@ class CheckReward(RewardBase):
         turned into Failures."""
         where = self.run_in or self.default_run_in
         if where == "inline" or in_worker():
-            return self.score_inline(rollout, self._seconds())
+            return self.check_within(rollout, self._seconds())
         if where == "process":
             return pool().score(self, [rollout])[0]
         try:
@@ -538,8 +546,10 @@ class CheckReward(RewardBase):
         except Exception as exc:
             return failure_from_exception(exc, self.name)
 
-    def score_inline(self, rollout: Rollout, seconds: float | None) -> Score:
-        """`check` in this thread, stopped after `seconds` (between bytecodes)."""
+    def check_within(self, rollout: Rollout, seconds: float | None) -> Score:
+        """`check` in this thread, stopped after `seconds` (between bytecodes): what
+        `score_sync` does inline, and what a worker process does with its rollouts. Not a
+        scoring method of the contract: callers use `score_sync` or `referee.score`."""
         try:
             return coerce_result(run(self.check, rollout, seconds, self.name), self.name)
         except Exception as exc:

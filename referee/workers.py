@@ -133,7 +133,7 @@ class Scorable(Protocol):
     @property
     def deadline_seconds(self) -> float | None: ...
 
-    def score_inline(self, rollout: Rollout, seconds: float | None) -> Score: ...
+    def check_within(self, rollout: Rollout, seconds: float | None) -> Score: ...
 
 
 def check_run_in(value: object, where: str) -> RunIn | None:
@@ -717,7 +717,7 @@ def _serve(channel_in: Any, channel_out: Any) -> None:
                 )
             else:
                 name = reward.name
-                score = reward.score_inline(rollout, message["deadline"])
+                score = reward.check_within(rollout, message["deadline"])
             try:
                 body = json.dumps(score.to_dict(), allow_nan=False)
             except (TypeError, ValueError) as exc:

@@ -57,3 +57,13 @@ def test_the_file_format_literal_has_its_own_name() -> None:
         with pytest.warns(DeprecationWarning, match="FileFormat"):
             assert module.Format is module.FileFormat
     assert isinstance(FormatReward, type)
+
+
+def test_one_public_reader_of_rollout_files() -> None:
+    """`read_rollouts` reads every shape, canonical JSONL included; the package's second,
+    stricter reader of the same files (`read_jsonl`) warns."""
+    import referee.rollouts
+
+    assert "read_jsonl" not in referee.rollouts.__all__
+    with pytest.warns(DeprecationWarning, match="read_rollouts"):
+        assert callable(referee.rollouts.read_jsonl)

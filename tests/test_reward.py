@@ -255,7 +255,9 @@ def test_sync_and_async_names_pair_up() -> None:
     rollouts = [make("ab"), make("abc")]
     for r in (length_reward, async_length, referee.weighted({"x": length_reward})):
         assert r.score_sync(rollouts[0]).value == 2.0  # type: ignore[attr-defined]
-        assert [s.value for s in r.score_batch_sync(rollouts)] == [2.0, 3.0]  # type: ignore[attr-defined]
+        with pytest.warns(DeprecationWarning, match=r"call referee\.score\(reward"):
+            assert [s.value for s in r.score_batch_sync(rollouts)] == [2.0, 3.0]  # type: ignore[attr-defined]
+        assert [s.value for s in referee.score(r, rollouts)] == [2.0, 3.0]
         assert [s.value for s in asyncio.run(r.score_batch(rollouts))] == [2.0, 3.0]
 
 

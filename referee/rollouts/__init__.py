@@ -2,7 +2,8 @@
 scoring them into files, resumably."""
 
 from referee._moved import renamed as _renamed
-from referee.rollouts.jsonl import RowError, RowOk, read_jsonl, rollout_from_row
+from referee.rollouts.jsonl import RowError, RowOk, rollout_from_row
+from referee.rollouts.jsonl import read_jsonl as _read_jsonl
 from referee.rollouts.needs import check_rows
 from referee.rollouts.readers import (
     FORMATS,
@@ -27,7 +28,6 @@ __all__ = [
     "check_rows",
     "detect_format",
     "parse_mapping",
-    "read_jsonl",
     "read_rollouts",
     "rollout_from_row",
     "score_file",
@@ -38,4 +38,6 @@ __all__ = [
 def __getattr__(name: str) -> object:
     if name == "Format":  # referee.rewards.Format is the format reward
         return _renamed("referee.rollouts", "Format", "FileFormat", FileFormat)
+    if name == "read_jsonl":  # a second reader of the same files, stricter than the first
+        return _renamed("referee.rollouts", "read_jsonl", "read_rollouts", _read_jsonl)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

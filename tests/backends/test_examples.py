@@ -17,7 +17,7 @@ pytest.importorskip("verl", reason="the verl extra is not installed")
 
 import referee
 from referee.backends import verl as rv
-from referee.rollouts.jsonl import RowOk, read_jsonl
+from referee.rollouts import RowOk, read_rollouts
 from tests.support import tiny
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,7 +49,7 @@ def test_verl_prepare_writes_rows_compute_score_scores_like_referee(tmp_path: Pa
     rows = pq.read_table(tmp_path / "train.parquet").to_pylist()
     rows += pq.read_table(tmp_path / "test.parquet").to_pylist()
     with resources.as_file(DEMO / "extraction.jsonl") as path:
-        demo = [r.rollout for r in read_jsonl(path) if isinstance(r, RowOk)]
+        demo = [r.rollout for r in read_rollouts(path, format="canonical") if isinstance(r, RowOk)]
     with resources.as_file(DEMO / "extraction.yaml") as spec_path:
         reward = referee.load(str(spec_path))
     by_prompt = {row["extra_info"]["prompt"]: row for row in rows}

@@ -6,7 +6,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from referee.rollouts import RowError, RowOk, read_jsonl
+from referee.rollouts import RowError, RowOk
+from referee.rollouts.jsonl import read_jsonl
 
 good_rows = st.builds(
     lambda i, c, g: json.dumps(
