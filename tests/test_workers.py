@@ -135,9 +135,13 @@ def test_nothing_keeps_running_after_the_timeout() -> None:
     left = before & set(_children())
     assert left != before  # the spinning worker was killed, and is gone
     cpu = {pid: _cpu(pid) for pid in left}
-    time.sleep(0.5)
-    # The workers that were there before use no CPU after (a replacement, started since, may).
-    assert sum(_cpu(pid) - used for pid, used in cpu.items()) < 0.1
+    time.sleep(1.0)
+    # None of the workers that were there before spins on (a replacement, started since, may
+    # use CPU). A spin takes a core: about 1.0 s here. An idle worker takes next to none, but
+    # under a loaded CI machine one was measured at 0.12 s (housekeeping), so the bar is a
+    # quarter of a core, not zero.
+    used = {pid: _cpu(pid) - was for pid, was in cpu.items()}
+    assert max(used.values(), default=0.0) < 0.25, used
 
 
 def _stat(pid: int) -> list[str] | None:
