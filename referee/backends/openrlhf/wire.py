@@ -59,11 +59,12 @@ def reward_response(
     ``scores`` (what its dynamic filtering reads) equals ``rewards``: referee has one number.
     """
     policy = outlet(components, failure_value)
-    rewards = [float(failure_value if (v := policy.total(s)) is None else v) for s in scores]
+    rewards = [failure_value if s.value is None else s.value for s in scores]
     return {
         "rewards": rewards,
         "scores": list(rewards),
-        "extra_logs": extra_logs(scores, components, failure_value),
+        # Every value is a number: failure_value, NaN or a score's own.
+        "extra_logs": cast("dict[str, list[float]]", policy.columns(scores)),
     }
 
 
