@@ -119,7 +119,12 @@ class JudgeClient:
             ``openai/<name>`` with `api_base` for any OpenAI-compatible server).
         api_base: The server's base URL, for local or self-hosted models.
         api_key_env: The environment variable holding the API key (never the key itself).
-        temperature, max_tokens, seed: Sampling parameters (part of the cache key).
+        temperature: The sampling temperature (part of the cache key); 0 is greedy, so
+            give more for a reward's ``samples`` above 1 to differ.
+        max_tokens: The most tokens the judge may write in one reply (part of the cache key).
+        seed: The sampling seed sent with each call, where the server takes one (part of
+            the cache key). None: not sent. A reward's ``samples`` above 1 use seed,
+            seed + 1, ... (from 0 when None).
         timeout: Seconds per attempt.
         retries: Attempts after the first, on timeouts, 429 and 5xx.
         backoff: First backoff in seconds; doubles per attempt, with jitter.
@@ -130,8 +135,14 @@ class JudgeClient:
         rpm: Requests per minute for this model, across the process (None: unlimited).
         tpm: Tokens per minute for this model, across the process (None: unlimited); charged
             with each response's real token count.
-        cache: Keep verdicts in `cache_path` (default ``~/.cache/referee/judge.sqlite``).
-        structured: How to get JSON out of the model (`StructuredOutput`).
+        cache: Keep verdicts in `cache_path` and answer a call made before (same model,
+            messages, sampling parameters and rubric version) from there, without calling.
+        cache_path: The SQLite file of the verdict cache (default:
+            ``$REFEREE_CACHE_DIR/judge.sqlite``, else ``~/.cache/referee/judge.sqlite``).
+        structured: How to get JSON out of the model: ``json_schema`` (schema-constrained
+            output, the OpenAI way), ``json_object`` (llama.cpp server's way), ``prompt``
+            (instructions only; the JSON is read out of the text) or ``auto`` (json_schema
+            where litellm's model table says the model supports it, else prompt).
         transport: ``auto``: OpenAI-compatible models (``openai/...``, ``hosted_vllm/...``)
             over referee's own HTTP transport, every other through litellm; ``http`` or
             ``litellm`` to choose (`referee.judges.transport`).

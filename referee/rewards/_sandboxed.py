@@ -86,9 +86,17 @@ class SandboxedReward(AsyncReward):
             defaults. Each backend checks its own options (`referee.verifiers.sandbox`).
         concurrency: Rollouts graded at once (threads; the sandbox's ``workers`` bound the
             jobs that run at once).
-        backend, isolation, runtime, workers: Shorthand for the same keys in `sandbox`
-            (``backend: docker`` is ``sandbox: docker``); an option the chosen backend does
-            not take is an error.
+        backend: Shorthand for ``sandbox: {backend: ...}`` (``backend: docker`` is
+            ``sandbox: docker``): ``local`` (namespaces on this machine) or ``docker``
+            (containers on a Docker Engine; ``pip install "referee[docker]"``).
+        isolation: Shorthand for the ``local`` backend's ``isolation``: ``auto`` (namespaces
+            through bubblewrap, else ``unshare``; where neither works, no code runs),
+            ``bwrap`` or ``unshare`` (that path only), or ``none`` (resource limits only: the
+            code can reach the network and read what its uid can). An error with ``docker``.
+        runtime: Shorthand for the ``docker`` backend's ``runtime``: a container runtime,
+            e.g. ``runsc`` for gVisor (it must be installed). An error with ``local``.
+        workers: Shorthand for the sandbox's ``workers``: jobs run at once (local workers or
+            warm containers; default: the CPU count).
     """
 
     sandbox: SandboxOption = None

@@ -101,8 +101,40 @@ class ToolUse(CheckReward):
     the final answer, earns 1); turns past `max_steps` earn `over_budget`. The per-turn values
     are `Score.steps`; they fold into the total by `fold` (with `gamma` for discounted).
 
+    The completion is a trajectory (assistant turns with their tool calls, and the tools'
+    results); the tool definitions come from `tools` or each rollout's ``metadata.tools``, in
+    OpenAI's shape (``{"type": "function", "function": {"name", "parameters"}}``) or BFCL's
+    (``{"name", "parameters"}``, with BFCL's type names such as ``dict`` and ``float``). A
+    rollout that makes calls but has no definitions, or whose tool schema cannot be compiled,
+    is ``not_applicable``. The components are ``calls`` and ``steps`` (counts); the reason
+    lists what lost value.
+
     Attributes:
         tools: Tool definitions, when not in each rollout's ``metadata.tools``.
+        unknown_tool: The value of a call to a tool that is not defined.
+        invalid_arguments: The value of a call whose arguments are not valid JSON, or do not
+            validate against the tool's parameters schema.
+        tool_error: The value of a well-formed call whose result reports an error.
+        repeat_penalty: Taken off a call's value (not below 0) when an earlier call in the
+            trajectory had the same name and arguments.
+        max_steps: The step budget: the first `max_steps` assistant turns are valued as
+            above, and each turn after them earns `over_budget`. None: no budget.
+        over_budget: The value of each turn past `max_steps`.
+        error_markers: A tool result that starts with one of these (case ignored) is an
+            error, as is a JSON object with a truthy ``error``.
+        fold: How the per-turn values make the total: ``mean``, ``sum``, ``last``, ``min``,
+            ``product``, or ``discounted`` (``sum(gamma**t * r_t)`` from the first turn).
+            No turns: 0.0.
+        gamma: The discount per turn of ``fold: discounted``.
+
+    Example:
+        ```yaml
+        type: tool_use
+        tool_error: 0.25
+        repeat_penalty: 0.5
+        max_steps: 12
+        fold: mean
+        ```
     """
 
     default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded
@@ -247,16 +279,28 @@ def _repeated(name: str, arguments: dict[str, Any], seen: dict[Any, list[Any]]) 
 @register("final_answer")
 @dataclass(kw_only=True)
 class FinalAnswer(RewardBase):
-    """Any reward applied to the trajectory's final answer (the last assistant text).
+    """Applies any reward to the trajectory's final answer (the last assistant text).
 
     ``{type: final_answer, reward: {type: math_answer}}``: the inner reward sees a rollout
     whose completion is the final answer's text, its prompt, reference and metadata unchanged.
+    Its value, components and Failures are the inner reward's; a trajectory that cannot be
+    read (or takes past `DEFAULT_TIMEOUT` to read) is a Failure of its own.
 
     Attributes:
+        reward: The reward to apply: a nested spec (``{type: ..., ...}``), of any type or a
+            combination.
         deadline: Seconds one rollout may take through final_answer, reading the trajectory
             and the inner reward's scoring together (the inner reward must be sync). None:
             reading the trajectory is bounded by `DEFAULT_TIMEOUT`, the inner reward by its
             own deadline.
+
+    Example:
+        ```yaml
+        type: final_answer
+        reward:
+          type: math_answer
+          answer: boxed
+        ```
     """
 
     reward: Reward

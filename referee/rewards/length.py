@@ -40,13 +40,28 @@ def measure(rollout: Rollout, unit: LengthUnit) -> int:
 @register("length")
 @dataclass(kw_only=True)
 class Length(CheckReward):
-    """DAPO's soft overlong penalty: 0 up to ``max_length - cache_length``, then falling
-    linearly to -1 at `max_length`, and -1 beyond.
+    """DAPO's soft overlong penalty: 0 within budget, falling linearly to -1 at `max_length`.
+
+    The value is 0 up to ``max_length - cache_length``, then falls linearly to -1 at
+    `max_length`, and is -1 beyond: a penalty in [-1, 0], to add to a correctness reward
+    (``combine: weighted``). Counting tokens needs ``metadata.completion_ids`` (the token
+    ids, as trainers give them) or ``metadata.completion_tokens`` (a count); a rollout with
+    neither is ``not_applicable``.
 
     Attributes:
-        max_length: The hard limit (DAPO's L_max).
-        cache_length: Width of the soft band before it (DAPO's L_cache).
-        unit: What length counts.
+        max_length: The hard limit (DAPO's L_max), in `unit`.
+        cache_length: Width of the soft band before it (DAPO's L_cache); 0: a hard step
+            from 0 to -1 past `max_length`.
+        unit: What length counts: ``tokens`` (from the rollout's metadata, above),
+            ``words`` (whitespace-separated) or ``chars``.
+
+    Example:
+        ```yaml
+        type: length
+        max_length: 20480
+        cache_length: 4096
+        unit: tokens
+        ```
     """
 
     default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded
@@ -82,9 +97,22 @@ class Length(CheckReward):
 class Repetition(CheckReward):
     """A penalty for repeated n-grams: ``max_penalty * (1 - distinct / total)`` (as in open-r1).
 
+    The completion is lowercased and split into words; ``total`` counts its word n-grams and
+    ``distinct`` the different ones. The value is in [`max_penalty`, 0]: 0 for a text with
+    no n-gram repeated, or shorter than `ngram_size` words, and towards `max_penalty` the
+    more it repeats itself.
+
     Attributes:
         ngram_size: Words per n-gram.
-        max_penalty: The value of a completion made of one n-gram repeated (negative).
+        max_penalty: The value of a completion made of one n-gram repeated (zero or
+            negative).
+
+    Example:
+        ```yaml
+        type: repetition
+        ngram_size: 4
+        max_penalty: -0.5
+        ```
     """
 
     default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded

@@ -28,10 +28,19 @@ class MathAnswer(CheckReward):
     match. No answer in the completion scores 0; a reference that cannot be parsed, or a check
     that runs past `timeout`, is a Failure (no score).
 
+    The reference is the answer as text or a number (``rollout.reference``, or its
+    `reference_key` entry); a rollout without one is ``not_applicable``. It is read with the
+    extraction targets `answer` names, as the completion is (math-verify's harness reads gold
+    and prediction alike): with ``latex_or_expr`` or ``expr``, a plain reference ``1,22`` is
+    the decimal 1.22, as a completion ``1,22`` is. The value is 1.0 or 0.0; the reason shows
+    the answer found and the reference as parsed.
+
     Attributes:
-        answer: What to extract from the completion (`AnswerKind`).
+        answer: What to extract from the completion: ``latex_or_expr`` (LaTeX, such as
+            ``$...$`` or ``\\boxed{}``, or a plain expression), ``latex`` (LaTeX only),
+            ``expr`` (a plain expression only) or ``boxed`` (only ``\\boxed{}`` content).
         pattern: A regex applied first; the last match's first group is what gets parsed
-            (e.g. ``<answer>(.*?)</answer>``).
+            (e.g. ``<answer>(.*?)</answer>``). No match is no answer.
         timeout: Seconds for parsing and comparing, enforced in any thread; also the limit
             for `pattern` if it needs the backtracking engine (it runs on RE2 otherwise).
         float_rounding: Decimal places used when comparing floats.
@@ -48,9 +57,12 @@ class MathAnswer(CheckReward):
             math-verify would fail every completion; with this off, such a reference is a
             Failure (``not_applicable``).
 
-    The reference is read with the extraction targets `answer` names, as the completion is
-    (math-verify's harness reads gold and prediction alike): with ``latex_or_expr`` or
-    ``expr``, a plain reference ``1,22`` is the decimal 1.22, as a completion ``1,22`` is.
+    Example:
+        ```yaml
+        type: math_answer
+        answer: boxed
+        timeout: 10
+        ```
     """
 
     default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded

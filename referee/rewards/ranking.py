@@ -64,12 +64,36 @@ def _scores_model(count: int) -> type[_Ranking]:
 class GroupRank(JudgeOptions, GroupRewardBase):
     """A judge scores the attempts of a group from 0 to 1 relative to each other.
 
+    A group reward (RULER-style): the rollouts that share a ``group`` (the attempts at one
+    prompt, a GRPO group) are shown to the judge together, with the prompt, under a rubric,
+    and each gets a score in [0, 1] relative to the others. The attempts' common prefix is
+    stripped; identical attempts are judged once and share a score, and a group of identical
+    attempts costs no call (each scores 0.5). Each order's scores are clipped to [0, 1] and
+    averaged over the orders, so a judge that favours a slot gives it no edge. A group larger
+    than `max_group` is split into chunks that share an anchor attempt, each chunk's scores
+    shifted so that the anchor scores the same in all.
+
+    A reply with the wrong number of scores gets one repair call, and then the whole group is
+    ``Failure("judge")``, as is a call that fails after the client's retries.
+
     Attributes:
-        rubric: The rubric the attempts are compared under (a shipped name or a file).
-        orders: How many orders each group is shown in (``all``: every cyclic rotation).
+        rubric: The rubric the attempts are compared under (a shipped name, ``referee rubrics
+            list``, or a rubric file); its description and criteria are shown to the judge.
+        orders: How many orders each group is shown in, one call each (cyclic rotations
+            spread evenly, so each attempt visits different slots); ``all``: every rotation,
+            each attempt in every slot once.
         max_group: The most attempts in one call; larger groups are split with an anchor.
-        client: The judge model and how to call it, as for `rubric_judge`.
         concurrency: Groups ranked at once (the client's ``max_in_flight`` caps the calls).
+
+    Example:
+        ```yaml
+        type: group_rank
+        rubric: helpfulness
+        model: openai/Qwen/Qwen2.5-7B-Instruct
+        api_base: http://127.0.0.1:8000/v1
+        orders: 3
+        max_group: 8
+        ```
     """
 
     rubric: str = "helpfulness"

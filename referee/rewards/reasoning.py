@@ -146,16 +146,48 @@ def _unknown(name: str, known: Mapping[str, Any]) -> str:
 class ReasoningGym(CheckReward):
     """A reasoning-gym task's own ``score_answer`` on the completion's answer, in [0, 1].
 
+    reasoning-gym (``pip install "referee[reasoning]"``) generates 100+ task families; each
+    scores an answer with ``score_answer(answer, entry)`` in [0, 1], and this reward's value
+    is that call's. The reference is the task's entry: the entry itself (``{"question",
+    "answer", "metadata": {"source_dataset": "chain_sum", ...}}``, as reasoning-gym makes
+    it), ``{"dataset": "chain_sum", "entry": {...}}`` for an entry whose metadata names no
+    task, or an entry alone with `dataset` naming the task; any of these may be a JSON string
+    (a verl ``ground_truth`` column often holds one). A reference of another shape, or of an
+    unknown task, is ``not_applicable``.
+
+    The answer is the text of the last ``<answer>...</answer>`` (no tag: the scorer gets
+    None, as in reasoning-gym) or the whole completion. An answer longer than
+    `max_answer_chars` scores 0.0 without calling the scorer; a scorer that raises is
+    ``Failure("error")``. The scorer is built with the task's default config unless
+    `configs` gives one. Nine tasks' scorers run the answer through ``eval`` (`EVALS_ANSWER`:
+    ``countdown``, ``puzzle24``, ``n_queens``, ...): their rollouts are
+    ``Failure("sandbox")`` unless `allow_eval` is on, and a spec that names one in `dataset`
+    or `configs` without it does not load.
+
     Attributes:
         dataset: The task, for entries that do not name theirs (``metadata.source_dataset``
             or the reference's ``dataset`` key). When both are given they must agree.
         configs: Task name -> the ``create_dataset`` options its entries were made with,
-            for the tasks whose scoring reads its config. Others score with the defaults.
-        extract: Which part of the completion is the answer (`ReasoningExtract`).
+            for the tasks whose scoring reads its config (``decimal_arithmetic``,
+            ``polynomial_equations``, ``puzzle24``, ``time_intervals``, and ``arc_agi`` and
+            ``rearc``'s board format). Others score with the defaults.
+        extract: Which part of the completion is the answer: ``answer_tag`` (the last
+            ``<answer>`` tag's text, by reasoning-gym's own ``extract_answer``) or ``full``
+            (the whole completion).
         allow_eval: Score the tasks of `EVALS_ANSWER`, whose scorers run the answer through
-            ``eval`` in this process. Off: their rollouts are ``Failure("sandbox")``.
+            ``eval`` in this process (a policy could run code there, or stall it). Off: their
+            rollouts are ``Failure("sandbox")``.
         max_answer_chars: Longest answer passed to the scorer; longer scores 0.0.
         reference_key: Take the entry from this key of an object reference.
+
+    Example:
+        ```yaml
+        type: reasoning_gym
+        dataset: decimal_arithmetic
+        configs:
+          decimal_arithmetic: {min_num_decimal_places: 2, max_num_decimal_places: 4}
+        extract: answer_tag
+        ```
     """
 
     # reasoning-gym's scorers are code referee did not write, run on the policy's text

@@ -86,13 +86,38 @@ def _relevance(reference: Any) -> tuple[dict[str, float], bool]:
 @register("retrieval")
 @dataclass(kw_only=True)
 class Retrieval(CheckReward):
-    """Retrieval quality of a search agent (see the module docstring).
+    """Scores what a search agent retrieved against the passages that answer the question.
+
+    Retrieved documents come from the trajectory's tool results (of the tools named in
+    `tools`, or all): a JSON list of documents (or ``{"results": [...]}``) with an ``id``
+    (``doc_id``, ``docid``), else with ``text``/``content``; plain text results are taken
+    whole. A relevant passage counts as retrieved when its id is among the retrieved ids,
+    or, for passages given as text, when its text appears in a retrieved document (case and
+    spacing ignored).
+
+    The reference is a list of relevant ids or passage texts, or ``{"ids": [...]}`` /
+    ``{"passages": [...]}``, or ``{"relevance": {id: grade}}`` for graded nDCG; a rollout
+    without one is ``not_applicable``. The components are ``recall``, ``precision``, ``f1``,
+    ``ndcg`` (over the retrieved order, at `k`) and ``cites`` (the share of the final
+    answer's citations that point to a document it retrieved; absent when it cites
+    nothing), each in [0, 1]; the value is the one `metric` names. With ``metric: cites``, a
+    final answer that cites nothing is ``not_applicable``.
 
     Attributes:
         tools: Names of the tools whose results are retrievals (default: every tool).
-        metric: Which component is the value.
+        metric: Which component is the value: ``recall``, ``precision``, ``f1``, ``ndcg`` or
+            ``cites``.
         k: nDCG's cutoff (default: every retrieved document).
-        citation: A regex whose first group is a cited id in the final answer.
+        citation: A regex whose first group is a cited id in the final answer (default:
+            ``[id]``).
+
+    Example:
+        ```yaml
+        type: retrieval
+        tools: [search, open_page]
+        metric: ndcg
+        k: 10
+        ```
     """
 
     default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded

@@ -129,25 +129,49 @@ def _clear_when_full(tokenizer: object) -> Callable[[], None] | None:
 class TextSimilarity(_Extracting):
     """How close the (extracted) completion is to the reference text(s), in [0, 1].
 
-    The reference is a string, or a list of strings (several acceptable references).
-    Numbers in the library's scale and how each becomes a reward: see
-    `referee.rewards.similarity`.
+    The reference is a string, or a list of strings (several acceptable references); a
+    rollout without one is ``not_applicable``. Every number comes from the metric's own
+    library, called as its sentence-level entry point would call it: BLEU (sacrebleu's
+    ``sentence_bleu``, exp smoothing, effective order), chrF and chrF++ (``sentence_chrf``)
+    become ``score / 100``; TER, an error rate, becomes ``max(0, 1 - TER / 100)`` (1 for an
+    exact match, 0 at 100 edits per 100 reference words or more); ROUGE (rouge-score) gives
+    its F-measure, or `rouge_measure`, already in [0, 1]; ``fuzzy`` is rapidfuzz's
+    ``fuzz.ratio / 100``. The reason carries the library's raw number. Several references
+    are the library's multi-reference scoring (for ``fuzzy``, the best ratio).
+
+    rouge-score's tokenizer keeps only ASCII letters and digits: ROUGE of text in another
+    script is 0 whatever it says; use chrF there. The metrics are not linear in the text
+    (ROUGE-L is quadratic, TER worse), so an answer longer than `max_chars` scores 0.0
+    without running the metric, and anything still slow meets the reward's deadline
+    (``Failure("timeout")``).
 
     Attributes:
-        metric: Which metric (`SimilarityMetric`).
-        extract: Which part of the completion is compared (`AnswerExtract`); no answer found
-            scores 0.0.
+        metric: Which metric: ``bleu``, ``chrf``, ``chrf++``, ``ter``, ``rouge1``, ``rouge2``,
+            ``rougeL``, ``rougeLsum`` or ``fuzzy``.
+        extract: Which part of the completion is compared: ``full``, ``last_line``,
+            ``answer_tag``, ``boxed`` or ``last_number`` (as for `exact_match`); no answer
+            found scores 0.0.
         pattern: A regex whose last match (its first group, if any) is compared; wins over
             `extract`.
         lowercase: Compare lowercased text. None: the library's default (BLEU, chrF and
             fuzzy compare case; TER ignores it; rouge-score always lowercases, so False is
             refused for ROUGE). Fuzzy lowercases both texts with `str.lower`.
-        tokenize: BLEU's tokenizer (sacrebleu's name); None: sacrebleu's default, ``13a``.
+        tokenize: BLEU's tokenizer (sacrebleu's name: ``13a``, ``intl``, ``zh``, ``char`` or
+            ``none``); None: sacrebleu's default, ``13a``.
         use_stemmer: ROUGE: Porter-stem words first (rouge-score's option). None: False.
-        rouge_measure: ROUGE: which number is the reward. None: the F-measure.
+        rouge_measure: ROUGE: which number is the reward: ``fmeasure``, ``precision`` or
+            ``recall``. None: the F-measure.
         max_chars: Longest answer that is scored (longer: 0.0 without running the metric),
             and longest reference (longer: ``Failure("not_applicable")``).
         reference_key: Take the reference text(s) from this key of an object reference.
+
+    Example:
+        ```yaml
+        type: text_similarity
+        metric: rougeL
+        use_stemmer: true
+        extract: answer_tag
+        ```
     """
 
     metric: SimilarityMetric

@@ -44,6 +44,20 @@ def _answers(ref: Any) -> list[str]:
 
 @dataclass(kw_only=True)
 class _Extracting(CheckReward):
+    """What the rewards that read an answer out of the completion share: where it is.
+
+    Attributes:
+        extract: Which part of the completion is the answer: ``full`` (all of it, stripped),
+            ``last_line`` (its last non-empty line), ``answer_tag`` (the text of the last
+            ``<answer>...</answer>``), ``boxed`` (the content of the last ``\\boxed{...}``)
+            or ``last_number`` (the last number in the text, thousands commas removed). A
+            completion without that part has no answer, and scores 0.0.
+        pattern: A regex (Python syntax, DOTALL) whose last match is the answer: its first
+            group, or the whole match when it has none; wins over `extract`. It runs on RE2,
+            in time linear in the text, unless it needs backtracking; then a match that runs
+            past 2 s is a ``timeout`` Failure.
+    """
+
     default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded
 
     extract: AnswerExtract = "full"
@@ -62,12 +76,23 @@ class _Extracting(CheckReward):
 class ExactMatch(_Extracting):
     """1.0 when the extracted answer equals the reference (or one of a list of references).
 
+    The reference is the accepted answer: a string or a number, or a list of them (any one
+    matches). The value is 1.0 or 0.0; a completion with no answer (see `extract`) scores
+    0.0. A rollout without a reference, or with one of another shape, is ``not_applicable``.
+
     Attributes:
-        extract: Which part of the completion is the answer (`AnswerExtract`).
-        pattern: A regex whose last match (its first group, if any) is the answer; wins over
-            `extract`. Run as `Regex.regex` is.
-        normalize: How both sides are normalised before comparing.
-        reference_key: Take the answer from this key of an object reference.
+        normalize: How both sides are normalised before comparing: ``none`` (as they are),
+            ``strip`` (surrounding whitespace removed) or ``text`` (Unicode NFKC, case-folded,
+            whitespace collapsed, surrounding punctuation removed).
+        reference_key: Take the answer from this key of an object reference (a rollout
+            whose reference is not an object, or lacks the key, is ``not_applicable``).
+
+    Example:
+        ```yaml
+        type: exact_match
+        extract: answer_tag
+        normalize: text
+        ```
     """
 
     normalize: Normalize = "strip"
@@ -94,10 +119,25 @@ class ExactMatch(_Extracting):
 class Contains(_Extracting):
     """1.0 when the (extracted) completion contains `value`, or else the reference answer.
 
+    A substring search, after both sides are normalised: the value is 1.0 when the text is
+    found, else 0.0 (also for a completion with no answer, see `extract`). Without `value`,
+    the reference is a string or a number, or a list of them (any one found is enough); a
+    rollout without one is ``not_applicable``.
+
     Attributes:
-        value: The text to look for; when omitted, the reference (or any of a list of them).
-        normalize: How both sides are normalised before searching.
+        value: The text to look for, the same for every rollout; when omitted, the reference.
+        normalize: How both sides are normalised before searching: ``none``, ``strip`` or
+            ``text`` (Unicode NFKC, case-folded, whitespace collapsed, surrounding
+            punctuation removed).
         reference_key: Take the text from this key of an object reference.
+
+    Example:
+        ```yaml
+        type: contains
+        extract: last_line
+        reference_key: city
+        normalize: text
+        ```
     """
 
     value: str | None = None
@@ -130,14 +170,26 @@ class Contains(_Extracting):
 class Regex(CheckReward):
     """1.0 when `regex` matches the completion (anywhere, or in full).
 
+    The value is 1.0 on a match, else 0.0 (also when the part named by `extract` is not
+    there). It needs nothing of the rollout but its completion.
+
     Attributes:
         regex: The regular expression (Python `re` syntax and meaning). It runs on RE2, in
             time linear in the text, unless it needs backtracking (backreferences,
             lookaround, ...); then a match that runs past 2 s is a ``timeout`` Failure. See
             `referee.verifiers.patterns`.
         mode: ``search`` finds it anywhere; ``fullmatch`` requires the whole text to match.
-        flags: Regex flags.
-        extract: Apply it to this part of the completion only.
+        flags: Regex flags, any of ``IGNORECASE``, ``DOTALL`` (``.`` matches a newline too)
+            and ``MULTILINE`` (``^`` and ``$`` match at every line).
+        extract: Apply it to this part of the completion only: ``full``, ``last_line``,
+            ``answer_tag``, ``boxed`` or ``last_number`` (as for `exact_match`).
+
+    Example:
+        ```yaml
+        type: regex
+        regex: '^Final answer: [A-D]$'
+        flags: [MULTILINE]
+        ```
     """
 
     default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded
@@ -179,12 +231,27 @@ _PRESETS: dict[str, tuple[str, tuple[str, ...]]] = {
 class Format(CheckReward):
     """1.0 when the completion has the required shape, such as think-then-answer tags.
 
+    The R1-style format reward (open-r1's): the whole completion must match the preset's
+    pattern or `pattern`, and each of its tags must appear exactly once; the value is 1.0,
+    else 0.0 with the reason (the tags missing or repeated, or parts out of order). Give
+    exactly one of `preset` and `pattern`.
+
     Attributes:
-        preset: A named template: ``think_answer``, ``think``, ``answer`` or ``boxed``.
+        preset: A named template: ``think_answer`` (``<think>...</think>`` then
+            ``<answer>...</answer>``, nothing else around them but whitespace), ``think``
+            (starts with ``<think>...</think>``), ``answer`` (an ``<answer>...</answer>``
+            that ends the completion) or ``boxed`` (one ``\\boxed{...}``, anywhere). Each comes
+            with its tags, which must appear once each.
         pattern: Or a regex the whole completion must match (DOTALL; run as `Regex.regex`
             is).
         tags: Tags that must each appear exactly once (checked on top of the pattern; the
-            reason names the ones missing or repeated).
+            reason names the ones missing or repeated); given, they replace the preset's.
+
+    Example:
+        ```yaml
+        type: format
+        preset: think_answer
+        ```
     """
 
     default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded

@@ -243,14 +243,40 @@ def _is_expected_call(entry: Any) -> bool:
 @register("tool_call_match")
 @dataclass(kw_only=True)
 class ToolCallMatch(CheckReward):
-    """The calls made against the expected calls (see the module docstring).
+    """Checks the tool calls an agent made against the expected calls, as BFCL's AST checker does.
+
+    The reference takes BFCL's possible-answer shape, one entry per expected call, each
+    argument with its list of acceptable values (``""`` among them marks an optional argument
+    that may be left out): ``[{"calculate_triangle_area": {"base": [10], "height": [5],
+    "unit": ["units", ""]}}]``, or BFCL's whole answer row, ``{"ground_truth": [...]}``. The
+    function definitions travel with the rollout in ``metadata.tools`` (OpenAI shape) or
+    ``metadata.function`` (BFCL's list); they give each argument's type and the required
+    ones. A rollout without a reference, or without the definition of an expected function,
+    is ``not_applicable``.
+
+    A call matches an expected one when the function name is the same, every required
+    argument is there, no argument is unknown to the definition or to the answer, each value
+    has the declared type (an int is accepted for a float) and is among the acceptable values
+    (strings compared after BFCL's standardisation: case, spaces and ``,./-_*^`` ignored;
+    lists and dicts compared element by element), and every argument left out is optional.
+    The number of calls must equal the number expected. The components are ``matched`` and
+    ``expected`` (counts); the reason says why each unmatched call failed.
 
     Attributes:
-        order: ``any`` (each expected call takes the first matching call) or ``strict``.
+        order: ``any`` (BFCL's parallel checker: each expected call takes the first unmatched
+            call that matches it) or ``strict`` (the i-th call must match the i-th expected
+            one).
         scoring: ``all`` (1 when every expected call is matched and there are no others, as
             BFCL's verdict) or ``fraction`` (the share of expected calls matched, counting any
             call beyond them as an unmatched expected one).
         reference_key: Take the expected calls from this key of an object reference.
+
+    Example:
+        ```yaml
+        type: tool_call_match
+        order: any
+        scoring: fraction
+        ```
     """
 
     default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded

@@ -59,12 +59,28 @@ class PythonTests(SandboxedReward):
     `PythonTestsReference`. The test code either defines ``check(candidate)`` or asserts on the
     entry point by name; every assert it runs is one case.
 
+    The code is the completion's last fenced ``python`` (or untagged) block, else the whole
+    completion. The test code runs in this process and the function under test is a proxy
+    whose calls run in the sandbox and return plain data, so the expected values never enter
+    the sandbox: ``sys.exit(0)``, a printed "PASSED" or an object whose ``__eq__`` is always
+    true earn nothing. The test code comes from the dataset and is trusted: it must never be
+    model-generated. A failing case, a timeout or a crash scores 0 for that case; a sandbox
+    that cannot start is ``Failure("sandbox")``, never 0.
+
     Attributes:
         scoring: ``fraction`` of cases passed, or ``all`` (1.0 only if every case passes).
         timeout: Seconds the program may live (loading plus every call).
         call_timeout: Seconds one call may take.
-        memory_mb: Address-space limit of the program.
-        sandbox, concurrency: The sandbox and the rollouts graded at once (`SandboxedReward`).
+        memory_mb: Address-space limit of the program, in MiB.
+
+    Example:
+        ```yaml
+        type: python_tests
+        scoring: all
+        timeout: 10
+        call_timeout: 3
+        sandbox: {backend: local, isolation: auto}
+        ```
     """
 
     scoring: Scoring = "fraction"
@@ -176,15 +192,31 @@ class IoTests(SandboxedReward):
     "outputs": [...]}`` as verl's and APPS-style datasets write it (also as a JSON string, or
     under ``input_output``): see `IoTestsReference`.
 
+    The program is the completion's last fenced block in `language` (or untagged), else the
+    whole completion; it runs once per case in the sandbox, and its stdout is compared here,
+    outside it, line by line and token by token (whitespace normalised). A wrong output, a
+    timeout or a crash fails that case; a sandbox that cannot start is
+    ``Failure("sandbox")``, never 0.
+
     Attributes:
-        language: The program's language.
-        scoring: ``fraction`` of cases passed, or ``all``.
+        language: The program's language: ``python``, ``javascript`` (run by ``node``) or
+            ``bash``.
+        scoring: ``fraction`` of cases passed, or ``all`` (1.0 only if every case passes).
         float_tol: Compare numeric tokens within this tolerance (else exact text).
         timeout: Seconds per case.
-        memory_mb: Address-space limit of the program.
+        memory_mb: Address-space limit of the program, in MiB.
         stop_on_failure: Stop at the first failing case (with ``scoring: all`` the rest cannot
             change the score).
-        sandbox, concurrency: The sandbox and the rollouts graded at once (`SandboxedReward`).
+
+    Example:
+        ```yaml
+        type: io_tests
+        language: python
+        scoring: all
+        timeout: 4
+        float_tol: 1.0e-6
+        stop_on_failure: true
+        ```
     """
 
     language: Literal["python", "javascript", "bash"] = "python"
@@ -302,11 +334,23 @@ class PytestTests(SandboxedReward):
     forge a pass. Prefer `python_tests` or `io_tests` (verdict outside the sandbox) for RL;
     use this where only a pytest suite exists, and probe it with hacking checks.
 
+    The solution is the completion's last fenced ``python`` (or untagged) block, else the
+    whole completion. The sandbox's ``python3`` must have pytest; where it has not, or the
+    sandbox cannot start, the rollout is ``Failure("sandbox")``, never 0.
+
     Attributes:
-        scoring: ``fraction`` of tests passed, or ``all``.
+        scoring: ``fraction`` of tests passed, or ``all`` (1.0 only if every test passes).
         timeout: Seconds for the whole pytest run.
-        memory_mb: Address-space limit.
-        sandbox, concurrency: The sandbox and the rollouts graded at once (`SandboxedReward`).
+        memory_mb: Address-space limit, in MiB.
+
+    Example:
+        ```yaml
+        type: pytest_tests
+        scoring: fraction
+        timeout: 60
+        backend: docker
+        runtime: runsc
+        ```
     """
 
     scoring: Scoring = "fraction"

@@ -77,20 +77,23 @@ class LearnedOptions:
         template: ``auto``: the chat template for conversational rollouts, text as it is
             otherwise (TRL's rule, `referee.models.inputs`); ``chat``: the chat template for
             every rollout.
-        max_length: Tokens an input may have (default: the model's limit).
-        overflow: A longer input: ``fail`` (``Failure("not_applicable")``) or
-            ``truncate_left`` (its last ``max_length`` tokens: the prompt's start goes).
-        device: ``auto`` (cuda where torch sees a GPU, else cpu), ``cpu``, ``cuda:1``, ...
-        dtype: ``auto`` (bfloat16 on a GPU, float32 on CPU), or ``float32``, ``bfloat16``,
-            ``float16``.
-        batch_tokens: Padded tokens per forward batch (batch size times its longest input).
-        max_batch: Inputs per forward batch at most.
-        trust_remote_code: Run the model's own code from its repository.
+        max_length: In-process: tokens an input may have (default: the model's limit).
+        overflow: In-process: a longer input is ``fail`` (``Failure("not_applicable")``) or
+            ``truncate_left`` (its last `max_length` tokens: the prompt's start goes).
+        device: In-process: ``auto`` (cuda where torch sees a GPU, else cpu), ``cpu``,
+            ``mps``, ``cuda``, ``cuda:1``, ...
+        dtype: In-process: ``auto`` (bfloat16 on a GPU, float32 on CPU), or ``float32``,
+            ``bfloat16``, ``float16``.
+        batch_tokens: In-process: padded tokens per forward batch (batch size times its
+            longest input); rollouts are batched by length under it.
+        max_batch: In-process: inputs per forward batch at most.
+        trust_remote_code: Run the model's (or the tokenizer's) own code from its repository.
         api_key_env: Served: the environment variable holding the server's key.
         request_timeout: Served: seconds per request attempt.
         retries: Served: attempts after the first, on timeouts, 408, 409, 429 and 5xx.
-        backoff, max_backoff: Served: the first wait between attempts (doubling, with
-            jitter) and the longest (a longer Retry-After is honoured).
+        backoff: Served: the first wait between attempts, in seconds (doubling, with jitter).
+        max_backoff: Served: the longest wait between attempts (a longer Retry-After is
+            honoured).
         max_in_flight: Served: requests in flight to this model on this server, across the
             process.
         batch_size: Served: rollouts per request.

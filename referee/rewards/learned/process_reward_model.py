@@ -43,22 +43,48 @@ __all__ = ["ProcessRewardModel"]
 @register("process_reward_model")
 @dataclass(kw_only=True)
 class ProcessRewardModel(LearnedReward):
-    """A process reward model's value for each step, folded into a total.
+    """A process reward model values each step of the completion; the steps fold into a total.
+
+    The completion's steps are each followed by `separator`, and the model's token-level
+    head is read there: a step's value is the softmax probability of class `label` (1: the
+    step is right), as Qwen2.5-Math-PRM is read (its separator is ``<extra_0>``; its head
+    ships as remote code: ``trust_remote_code: true``). Any
+    ``AutoModelForTokenClassification`` checkpoint is read the same way (a one-label head:
+    the sigmoid of its logit). The steps are a text completion's parts between
+    `step_split`, or a trajectory's assistant turns, one step each.
+
+    The per-step values are `Score.steps` (verl's per-turn placement and ``referee report``'s
+    per-step view take them), and `fold` makes the total (in [0, 1] for ``min``, ``mean``,
+    ``last`` and ``product``). A completion with no steps scores 0.0. A model that reads
+    another number of separators than there are steps is ``not_applicable``; a model that
+    cannot be loaded fails the batch (``error``). Served (`api_base`), the server must
+    return one row per step: vLLM's ``/pooling`` with ``task: token_classify`` on a model
+    pooled at the separator (STEP pooling; vLLM's default for ``Qwen2ForProcessRewardModel``).
 
     Attributes:
         separator: The token after each step, where the head is read (one token of the
             model's tokenizer). Removed from the prompt's and the completion's own text.
-        step_split: What separates the steps of a text completion.
+        step_split: What separates the steps of a text completion (a blank line by
+            default).
         label: The class whose probability is a step's value.
-        fold: How the steps make the total: ``min`` (default), ``mean``, ``sum``, ``last``,
-            ``product`` or ``discounted`` (with `gamma`).
-        gamma: The discount of ``fold: discounted``.
-        protocol: Served: ``vllm_pooling``.
-        model, api_base, tokenizer, template, max_length, overflow, device, dtype,
-            batch_tokens, max_batch, trust_remote_code, api_key_env, request_timeout,
-            retries, backoff, max_backoff, max_in_flight, batch_size: See `LearnedOptions`
-            (``overflow: truncate_left`` may cut only the prompt: a cut that reaches a step
-            is a Failure).
+        fold: How the steps make the total: ``min`` (the default: a solution is as good as
+            its worst step), ``mean``, ``sum``, ``last``, ``product`` (the chance that every
+            step is right) or ``discounted`` (``sum(gamma**t * r_t)``). A ``sum`` pays for
+            more steps and a ``mean`` for padding with easy ones: both are length hacks.
+        gamma: The discount per step of ``fold: discounted``.
+        protocol: Served: ``vllm_pooling`` (``POST /pooling``, ``task: token_classify``).
+        overflow: In-process: a longer input than `max_length` is ``fail``
+            (``Failure("not_applicable")``) or ``truncate_left``, which may cut only the
+            prompt: a cut that reaches a step is a Failure.
+
+    Example:
+        ```yaml
+        type: process_reward_model
+        model: Qwen/Qwen2.5-Math-PRM-7B
+        api_base: http://127.0.0.1:8000/v1
+        separator: <extra_0>
+        fold: min
+        ```
     """
 
     separator: str = "<extra_0>"

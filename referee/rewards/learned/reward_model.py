@@ -52,15 +52,42 @@ Normalize = Literal["none", "sigmoid", "group_z"]
 @register("reward_model")
 @dataclass(kw_only=True)
 class RewardModel(LearnedReward):
-    """A sequence-classification reward model's score of prompt + completion.
+    """A sequence-classification reward model scores the prompt and completion together.
+
+    In-process, a Hugging Face ``AutoModelForSequenceClassification`` with one label (a local
+    directory or a hub id), loaded once per process and shared by every reward naming it; or
+    served (`api_base`: vLLM's pooling or classification API, or OpenRLHF's remote RM). Either
+    way it reads the rollout as TRL's GRPOTrainer feeds a reward model: the same text, tokens
+    and value. The raw score is the model's logit for the sequence, always kept as the
+    ``raw`` component (``rm.raw`` inside a combination named ``rm``), whatever `normalize`
+    makes the value. A model that cannot be loaded, or has more than one label, fails every
+    rollout of the batch (``error``); a request that fails after its retries, or a batch past
+    its deadline, fails the rollouts it leaves without a value.
 
     Attributes:
-        normalize: ``none``, ``sigmoid`` or ``group_z`` (see the module docstring); with
-            ``group_z`` the instance is a `GroupRewardModel`.
-        protocol: Served: ``vllm_pooling``, ``vllm_classify`` or ``openrlhf``.
-        model, api_base, tokenizer, template, max_length, overflow, device, dtype,
-            batch_tokens, max_batch, trust_remote_code, api_key_env, request_timeout,
-            retries, backoff, max_backoff, max_in_flight, batch_size: See `LearnedOptions`.
+        normalize: How the raw score becomes the value: ``none`` (the raw score, unbounded),
+            ``sigmoid`` (``1 / (1 + exp(-raw))``, in (0, 1), for combining with rewards in
+            [0, 1]) or ``group_z`` (the raw score's z-score within its GRPO group,
+            ``(raw - mean) / std`` over the members that got a score; 0.0 for each when they
+            all score the same or the group has one). With ``group_z`` it is a group reward
+            (trainers give it whole groups; under a gate, the group is the members that
+            passed it), built as a `GroupRewardModel`.
+        protocol: Served: how the server is asked. ``vllm_pooling`` (``vllm serve MODEL
+            --runner pooling``: ``POST /pooling``), ``vllm_classify`` (``POST /classify``)
+            or ``openrlhf`` (OpenRLHF's ``serve_rm`` or any ``--remote_rm_url`` server:
+            `api_base` is then the full URL, e.g. ``http://host:5000/get_reward``, and the
+            reference goes as its label). An `api_base` ending in ``/v1`` has it dropped
+            for vLLM, which serves these at its root.
+
+    Example:
+        ```yaml
+        type: reward_model
+        model: Skywork/Skywork-Reward-V2-Llama-3.1-8B
+        api_base: http://127.0.0.1:8000/v1
+        protocol: vllm_pooling
+        normalize: sigmoid
+        batch_size: 16
+        ```
     """
 
     normalize: Normalize = "none"

@@ -148,23 +148,45 @@ class PatchTests(SandboxedReward):
     ``<patch>`` tags; for a trajectory, its final answer does. A patch that does not apply,
     or a completion without one, scores 0 with the reason.
 
+    Each rollout gets a fresh copy of the snapshot in the sandbox, where the patch is applied
+    as SWE-bench's harness applies it (``git apply``, then ``git apply --reject``, then
+    ``patch --fuzz=5``) and the tests run, with pytest's plugin autoload off; the verdict is
+    read here, outside the sandbox, from the test runner's log with SWE-bench's semantics.
+    The tests and what configures their runner are protected: a patch may not change them
+    (see `protected_edits`). A patch the sandbox cannot apply because its tools cannot start
+    (``git`` or ``patch`` missing) is ``Failure("sandbox")``, not 0.
+
     Attributes:
         scoring: ``resolved`` (1.0 when every ``FAIL_TO_PASS`` test passes and every
             ``PASS_TO_PASS`` test still passes, else 0) or ``fraction`` (the share of
             ``FAIL_TO_PASS`` passing, 0 unless every ``PASS_TO_PASS`` test still passes).
-        protected_edits: ``restore`` the protected files a patch changed before the tests run,
-            or ``reject`` such a patch (0).
-        protected: Protected paths (see `PROTECTED`, the default). The files the reference's
-            tests name are protected whatever this says.
+        protected_edits: ``restore`` the protected files a patch changed before the tests run
+            (what it added there is removed, what it changed or deleted is put back, as
+            SWE-bench's harness does), or ``reject`` such a patch (0).
+        protected: Protected paths, ``fnmatch`` patterns at any depth: a name is matched
+            against each file's name, one ending in ``/`` against every folder on its path,
+            one with a ``/`` inside against the whole path. The default (`PROTECTED`): test
+            files and ``tests/`` folders, ``conftest.py``, pytest's configuration files,
+            interpreter start-up hooks, installed-package metadata and bytecode. The files
+            the reference's tests name, its ``test_files`` and those its ``test_patch``
+            touches are protected whatever this says.
         timeout: Seconds for applying the patch and running the tests.
-        memory_mb: Address-space limit of each process.
-        max_patch_bytes: A longer patch scores 0 unread.
+        memory_mb: Address-space limit of each process, in MiB.
+        max_patch_bytes: The longest patch read, in bytes; a longer one scores 0 unread.
         snapshot_root: The folder every reference's snapshot must lie in: a relative path
             starts there; a path with ``..`` or one that resolves outside it (links followed)
             is not applicable. None (the default): a reference may name any path on the host
             (a relative one from the working directory), a power only a trusted reference
             may have (`reference_powers`).
-        sandbox, concurrency: The sandbox and the rollouts graded at once (`SandboxedReward`).
+
+    Example:
+        ```yaml
+        type: patch_tests
+        scoring: resolved
+        timeout: 900
+        snapshot_root: /data/swe-bench/snapshots
+        sandbox: {backend: docker, runtime: runsc, workers: 8}
+        ```
     """
 
     scoring: PatchScoring = "resolved"
