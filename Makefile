@@ -1,6 +1,6 @@
 PY ?= .venv/bin/python
 
-.PHONY: install check test bench fmt
+.PHONY: install check test bench fmt docs
 
 install:
 	python3 -m venv .venv
@@ -8,7 +8,7 @@ install:
 	# torch first, pinned: 2.13.0 is the CPU wheel on this machine's disk; left to trl or verl,
 	# pip would fetch a CUDA build of several GB.
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[all,trainers,dev]"
+	$(PY) -m pip install -q -e ".[all,trainers,dev,docs]"
 	# BFCL's data and AST checker, for tool_call_match's agreement test. --no-deps: its
 	# requirements are every model provider's SDK (and a CUDA torch), which the checker needs not.
 	$(PY) -m pip install -q --no-deps "bfcl-eval==2026.3.23"
@@ -30,8 +30,8 @@ install:
 	$(PY) -m pip install -q --no-deps "axolotl==0.19.0" "addict==2.4.0" "numba==0.68.1" "llvmlite==0.50.0"
 
 check:
-	$(PY) -m ruff check referee tests benchmarks
-	$(PY) -m ruff format --check referee tests benchmarks
+	$(PY) -m ruff check referee tests benchmarks docs/hooks.py
+	$(PY) -m ruff format --check referee tests benchmarks docs/hooks.py
 	$(PY) -m mypy referee
 
 fmt:
@@ -40,6 +40,10 @@ fmt:
 
 test:
 	$(PY) -m pytest -q
+
+# The docs site, into site/; strict: a broken link or anchor, or a page not in the nav, fails it.
+docs:
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
 bench:
 	$(PY) benchmarks/bench_deterministic.py

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import sys
 from collections.abc import Callable, Iterator
 from importlib import resources
@@ -11,13 +12,14 @@ from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
+from rich.markdown import Markdown
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 
 from referee import __version__
 from referee._aio import run_sync
 from referee.errors import ClusterError, RefereeError
-from referee.registry import lookup, registered_types
+from referee.registry import registered_types
 from referee.report.diagnostics import (
     AGREEMENT_STATISTICS,
     ReportRow,
@@ -258,10 +260,7 @@ def report(
         _deprecated("referee report ROLLOUTS --spec SPEC",
                     "referee report --rollouts ROLLOUTS --spec SPEC")  # fmt: skip
         scored, rollouts = None, scored
-    if spec is not None and scored is not None:
-        raise click.UsageError("give SCORED (a scored file) or --spec with --rollouts, not both")
-    if scored is None and (spec is None or rollouts is None):
-        raise click.UsageError("give SCORED (a file referee score wrote), or --rollouts and --spec")
+    _scored_or_spec(scored, spec, rollouts)
     try:
         mapping = parse_mapping(maps)
         repeats: list[list[float | None]] | None = None
@@ -348,6 +347,79 @@ def _print_report(console: Console, result: Report) -> None:
         )
     if result.failures:
         console.print("failures: " + ", ".join(f"{k} {v}" for k, v in result.failures.items()))
+
+
+@main.command()
+@click.argument(
+    "scored", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
+@click.option(
+    "--rollouts", "-r", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The rollouts that were scored (adds prompts, completions and references); "
+    "with --spec, the rollouts to score.",
+)  # fmt: skip
+@click.option("--spec", "-s", help="Score --rollouts with this spec first (then no SCORED).")
+@click.option(
+    "--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
+    help="Where to write the page. Default: NAME.view.html in this folder, NAME the file's.",
+)  # fmt: skip
+@click.option(
+    "--limit", default=10_000, show_default=True, type=click.IntRange(0),
+    help="Keep the N lowest-rewarded rollouts (failures first); 0 keeps all.",
+)  # fmt: skip
+@click.option("--threshold", default=0.5, show_default=True,
+              help="A component value at or above it passes (the page's filter).")  # fmt: skip
+@click.option("--format", "-f", "format_", type=click.Choice(FORMATS))
+@click.option("--map", "-m", "maps", multiple=True, metavar="FIELD=COLUMN")
+@click.option("--open", "open_", is_flag=True, help="Open the page in a browser once written.")
+def view(
+    scored: Path | None, rollouts: Path | None, spec: str | None, output: Path | None,
+    limit: int, threshold: float, format_: FileFormat | None, maps: tuple[str, ...], open_: bool,
+) -> None:  # fmt: skip
+    """Read scored rollouts one by one: an HTML page, lowest reward first, with each
+    rollout's prompt, completion, reference, components, reason and failure.
+
+    SCORED is the output of `referee score` (with --rollouts, the rollouts it scored, for
+    their text). Or score first: --rollouts FILE --spec SPEC, and no SCORED."""
+    from referee.report.view import build_view, render_view
+
+    _scored_or_spec(scored, spec, rollouts)
+    if not abs(threshold) < float("inf"):
+        raise click.BadParameter(f"{threshold!r} is not a finite number", param_hint="--threshold")
+    shown = scored if scored is not None else rollouts
+    assert shown is not None  # (the usage checks above)
+    try:
+        mapping = parse_mapping(maps)
+        items = None if rollouts is None else read_rollouts(rollouts, format=format_,
+                                                             mapping=mapping)  # fmt: skip
+        if spec is not None:
+            listed = list(items or ())
+            items = iter(listed)
+            scores = iter(score_in_memory(listed, _load_spec(spec), source=str(shown)))
+        else:
+            scores = read_scored(shown)
+        result = build_view(scores, items, source=str(shown), limit=limit or None,
+                            threshold=threshold)  # fmt: skip
+    except RefereeError as exc:
+        raise click.ClickException(str(exc)) from None
+    except OSError as exc:
+        why = exc.strerror or exc
+        raise click.ClickException(f"cannot read {exc.filename or shown}: {why}") from None
+    path = output or Path(f"{shown.name.partition('.')[0] or shown.name}.view.html")
+    _write(path, render_view(result, title=f"referee view: {shown.name}"))
+    kept = len(result.records)
+    of = f" of {result.rows}, the lowest-rewarded (--limit 0 keeps all)"
+    click.echo(f"wrote {path}: {kept} rollouts{of if kept < result.rows else ''}")
+    if open_:
+        click.launch(str(path.resolve()))
+
+
+def _scored_or_spec(scored: Path | None, spec: str | None, rollouts: Path | None) -> None:
+    """The usage check of a command that reads a scored file or scores --rollouts first."""
+    if spec is not None and scored is not None:
+        raise click.UsageError("give SCORED (a scored file) or --spec with --rollouts, not both")
+    if scored is None and (spec is None or rollouts is None):
+        raise click.UsageError("give SCORED (a file referee score wrote), or --rollouts and --spec")
 
 
 @main.command()
@@ -542,6 +614,26 @@ def demo(width: int) -> None:
         console.print(table)
         for summary_table in summary_tables(run.summary):
             console.print(summary_table)
+    with resources.as_file(data) as folder:
+        _demo_next(console, Path(folder))
+
+
+def _demo_next(console: Console, folder: Path) -> None:
+    """Where the demo's files are and what to run next, with those files."""
+    spec, rollouts = folder / "extraction.yaml", folder / "extraction.jsonl"
+    console.rule("[bold]next[/bold]")
+    console.print(
+        f"The demo's specs and rollouts are in {folder}: copy one to start your own.\n"
+        f"  1. referee score {rollouts} --spec {spec} -o scored.jsonl\n"
+        "       score a log yourself: one row per rollout, reward, components, reason\n"
+        f"  2. referee view scored.jsonl --rollouts {rollouts} -o view.html\n"
+        "       read the rollouts one by one, lowest reward first, in a browser\n"
+        "  3. referee types field_match\n"
+        "       a reward type's options and an example spec (referee types lists them all)\n"
+        "Docs: docs/getting-started.md (or `make docs` for the site).",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _end_marker_options(command: Callable[..., None]) -> Callable[..., None]:
@@ -763,25 +855,44 @@ def schema(plugins: bool) -> None:
 
 
 @main.command("types")
-def types_() -> None:
-    """List the reward types a spec can use (built-in and plugins)."""
-    from referee.rewards import runs_where
+@click.argument("type_name", metavar="[NAME]", required=False)
+def types_(type_name: str | None) -> None:
+    """List the reward types a spec can use (built-in and plugins); with NAME, that type's
+    reference: its options (type, default, meaning) and an example spec, as the docs site's
+    page for it says."""
+    from referee.spec.reference import type_reference
 
     console = Console()
+    if type_name is not None:
+        try:
+            reference = type_reference(type_name)
+        except KeyError:
+            close = difflib.get_close_matches(type_name, registered_types(), n=3)
+            hint = f" Did you mean {', '.join(close)}?" if close else ""
+            raise click.BadParameter(
+                f"no reward type {type_name!r}.{hint} `referee types` lists them.",
+                param_hint="NAME",
+            ) from None
+        console.print(Markdown(reference.markdown()))
+        return
     table = Table()
     table.add_column("type")
     table.add_column("runs")
     table.add_column("what it does")
     for name in registered_types():
-        cls = lookup(name)
-        doc = (cls.__doc__ or "").strip().splitlines()[0] if cls is not None and cls.__doc__ else ""
-        table.add_row(name, runs_where(cls), doc)
+        try:
+            ref = type_reference(name)
+        except Exception as exc:  # a plugin whose options have no schema: list it, say why
+            table.add_row(name, "?", f"(no reference: {type(exc).__name__}: {exc})")
+            continue
+        table.add_row(name, ref.runs, ref.summary)
     console.print(table)
     console.print(
         "runs: inline (in the caller's thread: its cost is bounded), process (a worker process, "
         "killed at the deadline), sandbox (the code in the sandbox, graded on threads), event "
         "loop (it waits: a judge, a model), parts (where its inner reward runs). A check "
-        "type takes run_in: inline | thread | process in a spec."
+        "type takes run_in: inline | thread | process in a spec. `referee types NAME` shows "
+        "a type's options."
     )
 
 

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -91,6 +93,20 @@ def test_demo_runs_on_bundled_data() -> None:
     # the agent demo: per-turn values, an unknown tool and a repeat caught
     assert "per-turn" in output and "0.3 0.15 0.3 0.3" in output
     assert "'get_forecast';" in output and "repeated" in output
+
+
+def test_the_demos_next_commands_run_as_printed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["demo"], terminal_width=1000)
+    assert result.exit_code == 0, result.output
+    commands = re.findall(r"^  \d\. referee (.+)$", result.output, re.M)
+    assert len(commands) == 3, result.output
+    for command in commands:
+        code, output = run(*shlex.split(command))
+        assert code == 0, f"referee {command}: {output}"
+    assert (tmp_path / "scored.jsonl").is_file() and (tmp_path / "view.html").is_file()
 
 
 def test_types_lists_builtins() -> None:

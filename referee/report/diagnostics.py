@@ -21,7 +21,7 @@ import math
 import random
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -475,6 +475,29 @@ def preference_value(
     return found, value if isinstance(value, bool) else None
 
 
+def paired(
+    items: Iterable[RowOk | RowError], scores: Iterable[ScoredRow], source: str
+) -> Iterator[tuple[RowOk | RowError, ScoredRow]]:
+    """Each rollout with its scored row, in order, checked to be the rollouts that were scored.
+
+    Raises:
+        RolloutError: The two differ in length, or a row's id differs from its rollout's.
+            `source` names the scored file.
+    """
+    for i, (item, scored) in enumerate(itertools.zip_longest(items, scores)):
+        if item is None or scored is None:
+            raise RolloutError(
+                f"the scored file and the rollouts differ in length (at row {i + 1}); "
+                "pass the rollouts file that was scored", source=source,
+            )  # fmt: skip
+        if isinstance(item, RowOk) and scored.id is not None and scored.id != item.rollout.id:
+            raise RolloutError(
+                f"the scored file has id {scored.id!r}, the rollouts {item.rollout.id!r}; "
+                "pass the rollouts file that was scored", source=source, line=i + 1,
+            )  # fmt: skip
+        yield item, scored
+
+
 def join_rows(
     items: Iterable[RowOk | RowError],
     scores: Iterable[ScoredRow],
@@ -493,21 +516,11 @@ def join_rows(
     rows: list[ReportRow] = []
     found: str | None = label
     found_pref: str | None = preference
-    for i, (item, scored) in enumerate(itertools.zip_longest(items, scores)):
-        if item is None or scored is None:
-            raise RolloutError(
-                f"the scored file and the rollouts differ in length (at row {i + 1}); "
-                "pass the rollouts file that was scored", source=source,
-            )  # fmt: skip
+    for item, scored in paired(items, scores, source):
         chars = None
         value = None
         preferred = None
         if isinstance(item, RowOk):
-            if scored.id is not None and scored.id != item.rollout.id:
-                raise RolloutError(
-                    f"the scored file has id {scored.id!r}, the rollouts {item.rollout.id!r}; "
-                    "pass the rollouts file that was scored", source=source, line=i + 1,
-                )  # fmt: skip
             chars = len(item.rollout.completion_text)
             key, value = label_value(item.rollout.metadata, label)
             found = found or key

@@ -236,17 +236,19 @@ def test_every_spec_file_that_loads_validates(validator: jsonschema.Draft202012V
     assert checked >= 3  # the demo specs under referee/data, and examples/verl's
 
 
-def test_every_spec_in_the_readme_that_loads_validates(
+def test_every_spec_in_the_readme_and_the_docs_that_loads_validates(
     validator: jsonschema.Draft202012Validator, tmp_path: Path
 ) -> None:
     (tmp_path / "release.schema.json").write_text('{"type": "object"}')  # the example's file
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
     checked = 0
-    for block in re.findall(r"```ya?ml\n(.*?)```", text, re.DOTALL):
-        data = safe_load(block, "README.md")
-        if _is_spec(data) and loads(data, tmp_path):
-            assert not errors(validator, data), (block, errors(validator, data))
-            checked += 1
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        for block in re.findall(r"```ya?ml\n(.*?)```", text, re.DOTALL):
+            data = safe_load(block, page.name)
+            if _is_spec(data) and loads(data, tmp_path):
+                assert not errors(validator, data), (page.name, block, errors(validator, data))
+                checked += 1
     assert checked >= 7
 
 

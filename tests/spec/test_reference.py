@@ -4,6 +4,7 @@ itself: every option is there with its type, default and meaning, and the exampl
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,8 @@ def test_the_example_is_a_spec_of_the_type_that_loads(name: str, tmp_path: Path)
     spec = yaml.safe_load(ref.example)
     assert spec["type"] == name
     (tmp_path / "spec.yaml").write_text(ref.example)
+    for file, attr in re.findall(r"function: ([\w./-]+\.py):(\w+)", ref.example):  # python's
+        (tmp_path / file).write_text(f"def {attr}(rollout, **options):\n    return 1.0\n")
     reward = referee.load(tmp_path / "spec.yaml")
     assert reward.kind == name  # type: ignore[attr-defined]
 
