@@ -115,6 +115,9 @@ class JsonSchema(CheckReward):
             except json.JSONDecodeError as exc:
                 raise ValueError(f"schema_file {str(path)!r} is not valid JSON: {exc}") from None
             folder = path.parent
+        self._compile(folder)
+
+    def _compile(self, folder: Path | None) -> None:
         try:
             self._validator = compile_schema(self.schema, files=folder)
         except SchemaError as exc:
@@ -122,6 +125,15 @@ class JsonSchema(CheckReward):
         except NotApplicable as exc:
             where = f"schema_file {self.schema_file!r}" if folder is not None else "schema"
             raise ValueError(f"{where}: {exc}") from None
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # A schema read from `schema_file` travels as read (a worker, a Ray actor on another
+        # machine, compiles the same schema, not the file as it is there now).
+        if state.get("schema_file") is not None and state.get("schema") is not None:
+            self.__dict__.update(state)
+            self._compile(Path(str(self.schema_file)).parent)
+            return
+        super().__setstate__(state)
 
     def check(self, rollout: Rollout) -> Score:
         parsed = parse_json(rollout.completion_text, self.extract)

@@ -1,12 +1,15 @@
 from __future__ import annotations
 
+import pickle
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
 import referee
 from referee.rewards import JsonSchema, JsonValid
 from referee.rewards._extract import parse_json
+from referee.rollout import Rollout
 from tests.support.rollouts import make
 
 
@@ -144,3 +147,18 @@ def test_a_hostile_schema_pattern_times_out_as_a_failure() -> None:
     schema = {"type": "string", "pattern": r"^(a|a)+\1b"}  # needs backtracking
     s = referee.score(JsonSchema(schema=schema), [make('"' + "a" * 40 + '!"')])[0]
     assert s.failure is not None and s.failure.type == "timeout"
+
+
+def test_a_schema_read_from_a_file_pickles_as_read(tmp_path: Path) -> None:
+    """A worker or a Ray actor gets the schema that was read when the spec loaded (it was an
+    error to unpickle: both schema and schema_file were set)."""
+    path = tmp_path / "release.schema.json"
+    path.write_text('{"type": "object", "required": ["company"]}')
+    reward = JsonSchema(schema_file=str(path))
+    path.write_text('{"type": "array"}')  # changed after loading: the copy keeps what was read
+    copy = pickle.loads(pickle.dumps(reward))
+    rollout = Rollout(completion='{"company": "Acme"}')
+    assert copy.check(rollout).value == 1.0
+    assert copy.check(Rollout(completion="{}")).value == 0.0
+    demo = referee.load(Path(referee.__file__).parent / "data" / "demo" / "extraction.yaml")
+    pickle.loads(pickle.dumps(demo))
