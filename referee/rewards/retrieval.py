@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -31,6 +30,7 @@ from referee.rewards._common import normalize_text
 from referee.rollout import Rollout
 from referee.scores import Score
 from referee.trajectory import trajectory
+from referee.verifiers.patterns import compile_pattern
 from referee.workers import RunIn
 
 __all__ = ["Retrieval"]
@@ -133,7 +133,8 @@ class Retrieval(CheckReward):
         return frozenset({"reference"})
 
     def __post_init__(self) -> None:
-        self._citation = re.compile(self.citation)
+        # Run on the policy's final answer: RE2 where it can, else under a timeout.
+        self._citation = compile_pattern(self.citation)
 
     def check(self, rollout: Rollout) -> Score:
         relevant, by_id = _relevance(rollout.reference)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 
 import pytest
 
@@ -60,3 +61,21 @@ def test_graded_relevance_and_only_named_tools() -> None:
 def test_a_reference_of_the_wrong_shape_is_not_applicable() -> None:
     [s] = referee.score(referee.load({"type": "retrieval"}), [search_agent([], "x", 42)])
     assert s.failure is not None and s.failure.type == "not_applicable"
+
+
+def test_a_citation_pattern_runs_on_the_final_answer_in_linear_time() -> None:
+    """The citation regex reads the policy's text: it runs on RE2 like every spec pattern (it
+    ran on `re`, where this answer backtracks for 2**40 steps and holds the core)."""
+    reward = referee.load({"type": "retrieval", "metric": "cites", "citation": r"\[((?:d|d)+)\]"})
+    hostile = search_agent([[{"id": "dd", "text": "a"}]], "[" + "d" * 40 + "!", ["dd"])
+    done: list[object] = []
+    worker = threading.Thread(
+        target=lambda: done.extend(referee.score(reward, [hostile])), daemon=True
+    )
+    worker.start()
+    worker.join(timeout=60)  # not a speed bar: on `re` it would not end this century
+    assert done, "the citation pattern backtracked on the final answer"
+    [s] = done
+    assert s.failure is not None and s.failure.type == "not_applicable"  # it cites nothing
+    [ok] = referee.score(reward, [search_agent([[{"id": "dd", "text": "a"}]], "[dd]", ["dd"])])
+    assert ok.value == 1.0
