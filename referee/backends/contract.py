@@ -28,8 +28,6 @@ things to decide, and they are decided here so that every trainer gets the numbe
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -41,6 +39,7 @@ from typing import Any
 from referee.reward import Reward, is_sync, top_components
 from referee.reward import score as score_rollouts
 from referee.rollout import Rollout
+from referee.rollouts.readers import decode_json_text
 from referee.scores import Score
 from referee.spec import load
 
@@ -60,19 +59,6 @@ def resolve(reward_or_spec: Reward | str | Path | Mapping[str, Any]) -> Reward:
             f"{type(reward_or_spec).__name__}"
         )
     return reward_or_spec
-
-
-def decode_json_text(value: Any) -> Any:
-    """A reference sent as text: decoded when it is a JSON object or array, else as given.
-
-    Trainers pass ground truth as strings (verl parquet columns, OpenRLHF labels); an object
-    stored as JSON text is what a field comparison needs. Plain answers ("42", "x = 2") stay
-    text: only text starting with ``{`` or ``[`` is decoded, and only when it parses.
-    """
-    if isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
-        with contextlib.suppress(json.JSONDecodeError):
-            return json.loads(value)
-    return value
 
 
 def components(reward: Reward) -> list[str]:

@@ -118,6 +118,7 @@ class JsonSchema(CheckReward):
         self._compile(folder)
 
     def _compile(self, folder: Path | None) -> None:
+        assert self.schema is not None  # (given, or read from schema_file)
         try:
             self._validator = compile_schema(self.schema, files=folder)
         except SchemaError as exc:

@@ -37,6 +37,7 @@ number; it is never dropped.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import io
@@ -56,6 +57,7 @@ __all__ = [
     "FORMATS",
     "MAX_ROW_GROUP_BYTES",
     "FileFormat",
+    "decode_json_text",
     "detect_format",
     "parse_mapping",
     "read_rollouts",
@@ -230,12 +232,27 @@ def _canonical(row: Row, number: int) -> list[dict[str, Any]]:
     return [data]
 
 
+def decode_json_text(value: Any) -> Any:
+    """A reference sent as text: decoded when it is a JSON object or array, else as given.
+
+    Trainers pass ground truth as strings (verl parquet columns, OpenRLHF labels); an object
+    stored as JSON text is what a field comparison needs. Plain answers ("42", "x = 2") stay
+    text: only text starting with ``{`` or ``[`` is decoded, and only when it parses.
+    """
+    if isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
+        with contextlib.suppress(json.JSONDecodeError):
+            return json.loads(value)
+    return value
+
+
 def _verl(row: Row, number: int) -> list[dict[str, Any]]:
     extra = row.get("extra_info") or {}
     reward_model = row.get("reward_model") or {}
     base = {
         "prompt": row.get("prompt", ""),
-        "reference": reward_model.get("ground_truth")
+        # decoded as verl's compute_score decodes it (referee.backends.verl), so the score is
+        # the number verl trained on
+        "reference": decode_json_text(reward_model.get("ground_truth"))
         if isinstance(reward_model, Mapping)
         else None,
         "metadata": {
@@ -269,7 +286,7 @@ def _verl_dump(row: Row, number: int) -> list[dict[str, Any]]:
         "id": str(row.get("request_id") or f"{step}-{number}"),
         "prompt": row.get("input", ""),
         "completion": row.get("output", ""),
-        "reference": row.get("gts"),
+        "reference": decode_json_text(row.get("gts")),
         "group": f"{step}-{_short_hash(row.get('input', ''))}",
         "metadata": metadata,
     }]  # fmt: skip

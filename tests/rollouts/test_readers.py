@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+import referee
 from referee.errors import RolloutError
 from referee.rollouts import RowError, RowOk, detect_format, parse_mapping, read_rollouts
 from tests.support.rollouts import write_jsonl
@@ -171,3 +172,27 @@ def test_preference_rows_become_a_group_of_chosen_and_rejected(tmp_path: Path) -
     assert [m.content for m in fourth.completion] == ["22"]  # type: ignore[union-attr]
     [error] = [i for i in items if isinstance(i, RowError)]
     assert error.line == 3 and "'chosen' must be text or chat messages" in error.message
+
+
+def test_verl_references_stored_as_json_text_are_decoded_as_verl_decodes_them(
+    tmp_path: Path,
+) -> None:
+    """verl's compute_score decodes a ground truth that is a JSON object or array as text; the
+    verl readers did not, so `referee score` failed field_match on the rows verl paid 1.0."""
+    from referee.backends.verl import compute_score
+
+    truth = '{"company": "Acme", "amount": 1000}'
+    completion = '{"company": "ACME", "amount": "1,000"}'
+    gen = {**VERL_ROW, "reward_model": {"ground_truth": truth}, "responses": [completion]}
+    dump = {"input": "Q", "output": completion, "gts": truth, "score": 1.0, "step": 1}
+    plain = {"input": "Q", "output": "4", "gts": "4", "score": 1.0, "step": 1}
+    [from_gen] = ok(list(read_rollouts(write_jsonl(tmp_path / "gen.jsonl", [gen]))))
+    from_dump, from_plain = ok(
+        list(read_rollouts(write_jsonl(tmp_path / "d.jsonl", [dump, plain])))
+    )
+    assert from_gen.reference == from_dump.reference == {"company": "Acme", "amount": 1000}
+    assert from_plain.reference == "4"  # a plain answer stays text
+    spec = {"type": "field_match", "fields": {"company": "text", "amount": "number"}}
+    [score] = referee.score(referee.load(spec), [from_dump])
+    verl = compute_score("openai/gsm8k", completion, truth, spec=spec)
+    assert score.value == verl["score"] == 1.0
