@@ -1,5 +1,7 @@
 """YAML read as referee reads its own files (specs, rubrics): `yaml.safe_load`, refusing a
-document whose aliases expand past what a file of ours may hold, before anything is built."""
+document whose aliases expand past what a file of ours may hold, or that gives one key twice in
+a mapping (YAML keeps the last silently: two components named `answer` became one), before
+anything is built."""
 
 from __future__ import annotations
 
@@ -38,9 +40,41 @@ def safe_load(text: str, source: str) -> Any:
                 "rubric may hold; write the repeated parts out, or refer to a file",
                 source=source,
             )
+        twice = _repeated_key(node)
+        if twice is not None:
+            key, first, again = twice
+            raise SpecError(
+                f"the key {key!r} is given twice in one mapping (lines {first} and {again}); "
+                "YAML would keep only the last: rename one, or merge them",
+                source=f"{source}:{again}",
+            )
         return loader.construct_document(node)
     finally:
         loader.dispose()
+
+
+def _repeated_key(root: yaml.Node) -> tuple[str, int, int] | None:
+    """The first key given twice in one mapping (a merge's ``<<`` aside), with the lines of
+    both; each node as written is looked at once."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            lines: dict[tuple[str, str], int] = {}
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                    line = key.start_mark.line + 1
+                    if (key.tag, key.value) in lines:
+                        return key.value, lines[(key.tag, key.value)], line
+                    lines[(key.tag, key.value)] = line
+                stack.extend((key, value))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+    return None
 
 
 def _expanded_size(root: yaml.Node) -> int:

@@ -181,3 +181,29 @@ def test_a_few_aliases_still_load(tmp_path: Path) -> None:
     )  # fmt: skip
     s = one(referee.load(spec))
     assert s.value == 0.0 and set(s.components) == {"a", "b"}
+
+
+def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path: Path) -> None:
+    """YAML keeps the last of two equal keys: two components named `answer` became one."""
+    spec = tmp_path / "twice.yaml"
+    spec.write_text(
+        "components:\n"
+        "  answer: {type: math_answer}\n"
+        "  fmt: {type: json_valid}\n"
+        "  answer: {type: exact_match}\n"
+    )  # fmt: skip
+    with pytest.raises(SpecError, match=r"twice.yaml:4: the key 'answer' is given twice .*2 and 4"):
+        referee.load(spec)
+    (tmp_path / "j.json").write_text('{"type": "json_valid", "type": "math_answer"}')
+    with pytest.raises(SpecError, match="the key 'type' is given twice"):
+        referee.load(tmp_path / "j.json")
+
+
+def test_a_merge_key_and_equal_values_under_different_keys_still_load(tmp_path: Path) -> None:
+    spec = tmp_path / "merge.yaml"
+    spec.write_text(
+        "components:\n"
+        "  a: &base {type: json_valid, weight: 0.5}\n"
+        "  b: {<<: *base, weight: 0.25}\n"
+    )  # fmt: skip
+    assert set(one(referee.load(spec)).components) == {"a", "b"}
