@@ -13,6 +13,7 @@ from referee.rewards.learned import GroupRewardModel, ProcessRewardModel, Reward
 from referee.rewards.length import Length, Repetition
 from referee.rewards.math import MathAnswer
 from referee.rewards.patch import PatchTests
+from referee.rewards.python import AsyncPythonReward, PythonReward
 from referee.rewards.ranking import GroupRank
 from referee.rewards.reasoning import ReasoningGym
 from referee.rewards.retrieval import Retrieval
@@ -21,6 +22,7 @@ from referee.rewards.text import Contains, ExactMatch, Format, Regex
 from referee.rewards.tools import ToolCallMatch
 
 __all__ = [
+    "AsyncPythonReward",
     "ChecklistJudge",
     "Contains",
     "ExactMatch",
@@ -40,6 +42,7 @@ __all__ = [
     "PatchTests",
     "ProcessRewardModel",
     "PytestTests",
+    "PythonReward",
     "PythonTests",
     "ReasoningGym",
     "ReferenceJudge",

@@ -34,7 +34,10 @@ a type's own option where the type declares one (``math_answer``, the code rewar
 client); elsewhere it is the deprecated spelling of ``deadline`` and loads with a
 `FutureWarning`.A component
 written as a bare string is a type with default options (``valid: json_valid``).
-Options ending in ``_file`` that hold relative paths resolve against the spec file's folder.
+Options ending in ``_file`` that hold relative paths resolve against the spec file's folder,
+as does the file a ``python`` reward names (``function: rewards.py:my_check``); a type that
+resolves paths of its own reads the folder from its validation context (``spec_folder``). For
+a spec given as a mapping, the folder is the current directory.
 
 Errors name the file, the key path, what was found and what would be valid.
 """
@@ -246,14 +249,16 @@ class _Loader:
         if "timeout" in options and "timeout" not in own:  # the old spelling of deadline
             deadline = self.old_timeout(options.pop("timeout"), deadline, path)
         if "run_in" in options and "run_in" not in own:
-            run_in = self.run_in(options.pop("run_in"), path, cls, kind)
+            run_in = self.run_in(options.pop("run_in"), path)
         for key, value in options.items():
             if key.endswith("_file") and isinstance(value, str) and not os.path.isabs(value):
                 options[key] = str(self.base / value)
         if allowed and "name" in {f.name for f in dataclasses.fields(cls)}:
             options["name"] = name
         try:
-            reward = _adapter(cls).validate_python(options)
+            # The spec's folder, for a type that resolves paths of its own (python's function)
+            context = {"spec_folder": self.base}
+            reward = _adapter(cls).validate_python(options, context=context)
         except ValidationError as exc:
             raise self._from_pydantic(exc, path, kind, allowed) from None
         except (TypeError, ValueError) as exc:
@@ -261,6 +266,16 @@ class _Loader:
         if not isinstance(reward, Reward):
             raise self.error(
                 f"type {kind!r} does not build a Reward", (*path, "type"), found=reward
+            )
+        if run_in is not None and run_in != "inline" and not isinstance(reward, CheckReward):
+            # Asked of what was built: `python` builds a check or not, by what it names.
+            what = kind if isinstance(reward, cls) else f"{kind} ({type(reward).__name__})"
+            raise self.error(
+                f"{what} runs on the event loop (it waits, it does not compute): only a check "
+                "type runs in a thread or a process",
+                (*path, "run_in"),
+                found=run_in,
+                expected="run_in: inline (or leave it out)",
             )
         if deadline is not None or run_in is not None:
             if not isinstance(reward, RewardBase):
@@ -308,19 +323,11 @@ class _Loader:
         )
         return seconds
 
-    def run_in(self, value: Any, path: Path_, cls: type[Any], kind: str) -> RunIn:
-        """A spec's ``run_in``, for a type that can run there."""
+    def run_in(self, value: Any, path: Path_) -> RunIn:
+        """A spec's ``run_in`` (whether the reward built can run there is asked of it)."""
         if value not in RUN_IN:
             raise self.error(
                 "unknown run_in", (*path, "run_in"), found=value, expected=" | ".join(RUN_IN)
-            )
-        if value != "inline" and not issubclass(cls, CheckReward):
-            raise self.error(
-                f"{kind} runs on the event loop (it waits, it does not compute): only a check "
-                "type runs in a thread or a process",
-                (*path, "run_in"),
-                found=value,
-                expected="run_in: inline (or leave it out)",
             )
         return cast(RunIn, value)
 
@@ -331,6 +338,19 @@ class _Loader:
         first = errors[0]
         loc = tuple(p for p in first["loc"] if not _is_union_tag(p))
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        if first["type"] == "spec_option":
+            # A type's own message and fix, at the key it names (python's function, options)
+            ctx = first.get("ctx") or {}
+            at = tuple(ctx.get("at") or ())
+            found = first.get("input")
+            if at and isinstance(found, Mapping):
+                found = found.get(at[0], found)
+                for key in at[1:]:
+                    found = found.get(key) if isinstance(found, Mapping) else None
+            return self.error(
+                f"{kind}: {first['msg']}", (*path, *loc, *at), found=found,
+                expected=ctx.get("expected") or None,
+            )  # fmt: skip
         if first["type"] == "unexpected_keyword_argument" or first["type"] == "extra_forbidden":
             known = {*allowed, *_COMPONENT_KEYS, "deadline", "run_in", "timeout"}
             if "client" in allowed:  # a judge takes its client's options flat too

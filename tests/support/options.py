@@ -7,6 +7,7 @@ tests: a new built-in type is covered by adding its options here (a test in
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from tests.support.ifeval_cases import ALL_INSTRUCTIONS
@@ -67,6 +68,11 @@ OPTIONS: dict[str, dict[str, Any]] = {
     # reference_key "a": the test references' number, so the metric itself runs (as text "1")
     "text_similarity": {"metric": "chrf", "reference_key": "a", "lowercase": True},
     "reasoning_gym": {"dataset": "chain_sum", "configs": {"chain_sum": {"seed": 1}}},
+    # a function in a plain file, named by its path (relative paths are the spec's folder's)
+    "python": {
+        "function": f"{Path(__file__).with_name('python_reward.py')}:mentions_reference",
+        "options": {"scale": 1.0},
+    },
 }
 ROLLOUTS = [
     make('{"a": 1, "b": [1]}', {"a": 1, "b": [1]}),
