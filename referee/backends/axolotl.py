@@ -45,7 +45,7 @@ import types
 from typing import Any
 
 from referee.backends.trl import RewardFuncs, TRLRewardFunction, reward_funcs
-from referee.errors import SpecError
+from referee.errors import RefereeError, SpecError
 
 # and `reward`, made on first access (module __getattr__)
 __all__ = ["component", "weights"]
@@ -62,8 +62,9 @@ def _funcs(per_component: bool) -> RewardFuncs:
     path = os.environ.get(SPEC_ENV)
     if not path:
         raise SpecError(
-            f"referee.backends.axolotl: set {SPEC_ENV} to your spec file "
-            f"({SPEC_ENV}=/abs/path/spec.yaml axolotl train config.yaml)"
+            f"set {SPEC_ENV} to your spec file "
+            f"({SPEC_ENV}=/abs/path/spec.yaml axolotl train config.yaml)",
+            source="referee.backends.axolotl",
         )
     key = (os.path.abspath(os.path.expanduser(path)), os.environ.get(REFERENCE_ENV, "reference"),
            per_component)  # fmt: skip
@@ -109,7 +110,12 @@ def __getattr__(name: str) -> Any:
 
 
 if __name__ == "__main__":
-    pairs = weights()
+    import sys
+
+    try:
+        pairs = weights()
+    except RefereeError as exc:  # a missing or bad spec: one line, no traceback
+        sys.exit(f"error: {exc}")
     print("trl:\n  reward_funcs:")
     for name, _ in pairs:
         print(f"    - {component.__name__}.{name}")

@@ -54,8 +54,8 @@ class _Worker:
     def __init__(self, reward: Reward) -> None:
         self.reward = reward
 
-    async def score(self, rollouts: list[Rollout]) -> list[Score]:
-        return await self.reward.score_batch(rollouts)
+    async def score(self, rollouts: list[Rollout], concurrency: int | None = None) -> list[Score]:
+        return await self.reward.score_batch(rollouts, concurrency=concurrency)
 
 
 @dataclass(eq=False)
@@ -314,7 +314,9 @@ class RayReward(RewardBase):
             sizes[smallest] += len(group)
         return [sorted(c) for c in chunks if c]
 
-    async def _score_chunk(self, chunk: list[Rollout]) -> list[Score]:
+    async def _score_chunk(
+        self, chunk: list[Rollout], concurrency: int | None = None
+    ) -> list[Score]:
         """Score one chunk on the pool, sending it again when it is lost with its actor."""
         lost = _lost_errors()
         reasons: list[str] = []
@@ -324,7 +326,7 @@ class RayReward(RewardBase):
                 break
             slot.busy += 1
             try:
-                scores: list[Score] = await slot.actor.score.remote(chunk)
+                scores: list[Score] = await slot.actor.score.remote(chunk, concurrency)
                 return scores
             except lost as exc:
                 reasons.append(_brief(exc))
@@ -356,7 +358,11 @@ class RayReward(RewardBase):
         self, rollouts: Sequence[Rollout], *, concurrency: int | None = None
     ) -> list[Score]:
         chunks = self._chunks(rollouts)
-        tasks = [asyncio.ensure_future(self._score_chunk([rollouts[i] for i in c])) for c in chunks]
+        # `concurrency` goes to each actor: rollouts scored at once there, as in one process
+        tasks = [
+            asyncio.ensure_future(self._score_chunk([rollouts[i] for i in c], concurrency))
+            for c in chunks
+        ]
         try:
             results = await asyncio.gather(*tasks)
         except BaseException:

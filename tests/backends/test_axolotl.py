@@ -109,6 +109,17 @@ def test_the_printed_config_block() -> None:
     }}  # fmt: skip
 
 
+def test_the_config_block_without_a_spec_is_one_line_naming_the_variable() -> None:
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "REFEREE_SPEC"}
+    done = subprocess.run([sys.executable, "-m", "referee.backends.axolotl"],
+                          capture_output=True, text=True, env=env)  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("error: referee.backends.axolotl: set REFEREE_SPEC")
+
+
 def test_clear_errors(axolotl: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     strategy, _ = axolotl
     with pytest.raises(AttributeError, match="no top-level component 'nope'; it has: valid"):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,7 @@ import pytest
 pytest.importorskip("ray", reason="ray is not installed (pip install 'referee[ray]')")
 
 import referee
-from referee import Rollout
+from referee import AsyncReward, Rollout, Score
 from referee.backends.distributed import RayReward
 from referee.judges.testing import FakeJudgeServer
 from tests.support.judges import GROUPED, GROUPED_WANT, rank_spec, relative
@@ -73,3 +75,30 @@ def test_actors_are_spread_over_nodes_by_their_cpus(
     nodes: dict[str, float], count: int, want: list[str]
 ) -> None:
     assert RayReward._spread(nodes, count) == want
+
+
+@dataclasses.dataclass(kw_only=True)
+class _SaysConcurrency(AsyncReward):
+    """Scores each rollout with the concurrency its batch was asked to use."""
+
+    name: str = "says"
+
+    async def evaluate(self, rollout: Rollout) -> Score:
+        return Score(0.0)
+
+    async def score_batch(
+        self, rollouts: Sequence[Rollout], *, concurrency: int | None = None
+    ) -> list[Score]:
+        return [Score(float(concurrency or 0)) for _ in rollouts]
+
+
+def test_the_asked_concurrency_reaches_each_actor(local_ray: None) -> None:
+    """`referee score --engine ray --concurrency N` dropped N on the way to the actors."""
+    ray_reward = RayReward(_SaysConcurrency(), workers=2)
+    try:
+        scores = referee.score(
+            ray_reward, [Rollout(id=str(i), completion="x") for i in range(4)], concurrency=7
+        )
+    finally:
+        ray_reward.close()
+    assert [s.value for s in scores] == [7.0] * 4
