@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import os
 import sys
 from collections.abc import Callable, Iterator
 from importlib import resources
@@ -191,6 +192,11 @@ def score(
         sys.exit(2)
     except RefereeError as exc:
         raise click.ClickException(str(exc)) from None
+    except BrokenPipeError:
+        # The reader went away (`referee score ... | head`): stop quietly, as a Unix tool does.
+        # Python's own recipe: point stdout at devnull so the flush at exit does not fail too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
     except OSError as exc:
         raise click.ClickException(f"{exc}") from None
     if not quiet:

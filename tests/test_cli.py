@@ -276,3 +276,20 @@ def test_check_says_what_serve_would_refuse_and_fails_on_a_bad_spec(tmp_path: Pa
     assert code == 1
     assert "referee serve` needs --trust-clients" in output
     assert f"{bad}: type: unknown reward type" in output
+
+
+def test_score_into_a_pipe_closed_early_stops_quietly(tmp_path: Path) -> None:
+    """`referee score ... | head -1` printed "Error: [Errno 32] Broken pipe"."""
+    rows = tmp_path / "many.jsonl"
+    line = '{"id": "%d", "completion": "x", "reference": "x"}\n'
+    rows.write_text("".join(line % i for i in range(20_000)))
+    spec = tmp_path / "s.yaml"
+    spec.write_text("type: exact_match\n")
+    command = [sys.executable, "-m", "referee", "score", str(rows), "--spec", str(spec), "-q"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().startswith(b'{"id": "0"')
+    proc.stdout.close()  # the reader goes away, as head does
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1
+    assert "Broken pipe" not in err and "Traceback" not in err, err
