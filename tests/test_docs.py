@@ -20,6 +20,8 @@ from referee.spec.reference import all_references
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted((ROOT / "docs").rglob("*.md"))
+_LANGUAGES = "bash|console|text|yaml|yml|json|python|pycon|toml|diff|layers|ini|html"
+_FENCE_INFO = re.compile(rf'^({_LANGUAGES})( title="[^"]*")?$')  # a MkDocs title, else nothing
 _HEADING_IN_CODE = re.compile(r"^#{2,6} \S", re.M)  # code comments use one #, headings more
 
 
@@ -32,6 +34,9 @@ def render_problems(text: str) -> list[str]:
         where = f"line {token.map[0] + 1}" if token.map else "?"
         if token.type == "fence" and not token.info.strip():
             problems.append(f"{where}: a fence with no language (```text for plain text)")
+        elif token.type == "fence" and not _FENCE_INFO.match(token.info.strip()):
+            # prose after a fence at a line's start (a list item's "```yaml specs load ...")
+            problems.append(f"{where}: a fence of no known language: {token.info!r}")
         if token.type in ("fence", "code_block") and _HEADING_IN_CODE.search(token.content):
             heading = _HEADING_IN_CODE.search(token.content)
             assert heading is not None
@@ -49,6 +54,8 @@ def test_the_check_sees_a_heading_swallowed_by_a_stray_fence() -> None:
     assert any("no language" in p for p in problems)
     assert any("'## Trainers'" in p for p in problems)
     assert render_problems("# Title\n\n```bash\n# a comment\nls\n```\n\n## Next\n") == []
+    prose = "- a list item whose next line starts with a fence:\n  ```yaml specs load\n"
+    assert any("no known language" in p for p in render_problems(prose))
 
 
 @pytest.mark.parametrize("page", [ROOT / "README.md", *PAGES], ids=lambda p: p.name)
