@@ -170,7 +170,7 @@ class RubricJudge(_JudgeReward):
     ``Failure("timeout")``.
 
     Attributes:
-        rubric: A shipped rubric's name (``referee rubrics list``) or the path of a rubric
+        rubric: A shipped rubric's name (``referee rubrics`` lists them) or the path of a rubric
             file (YAML: a name, a version and criteria, each with an id, a description, a
             weight and a ``scale`` or ``check: true``).
 

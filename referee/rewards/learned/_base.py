@@ -7,9 +7,10 @@ job there, batched by length under ``batch_tokens``; ``score(rollout)`` calls ma
 (verl's reward loop scores sample by sample, concurrently) are gathered into one batch.
 
 The deadline bounds one ``score_batch`` call, since its rollouts wait on one another's
-forwards: ``timeout`` when set; else, in-process, `LOCAL_DEADLINE` (loading the model, once per
-process, is not counted); served, the worst case of a request (``(retries + 1) *
-(request_timeout + 5) + retries * max_backoff``) for each wave of ``max_in_flight`` requests.
+forwards: ``deadline`` when set (``timeout`` is its deprecated spelling); else, in-process,
+`LOCAL_DEADLINE` (loading the model, once per process, is not counted); served, the worst
+case of a request (``(retries + 1) * (request_timeout + 5) + retries * max_backoff``) for
+each wave of ``max_in_flight`` requests.
 Past it, the rollouts not yet scored get ``Failure("timeout")`` and those scored keep their
 values; in-process, the forward in progress finishes (a thread cannot be stopped in one) and
 no later batch of the call starts.
@@ -48,7 +49,7 @@ from referee.scores import Score
 __all__ = ["LOCAL_DEADLINE", "LearnedOptions", "LearnedReward", "Output"]
 
 LOCAL_DEADLINE = 600.0
-"""Seconds one ``score_batch`` call of an in-process model may take, when ``timeout`` is not
+"""Seconds one ``score_batch`` call of an in-process model may take, when ``deadline`` is not
 set: a batch of a step's rollouts through a 7B model can take a minute on one GPU, and far
 longer on a shared or small one."""
 
