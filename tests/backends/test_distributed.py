@@ -17,6 +17,7 @@ from referee import AsyncReward, Rollout, Score
 from referee.backends.distributed import RayReward
 from referee.judges.testing import FakeJudgeServer
 from tests.support.judges import GROUPED, GROUPED_WANT, rank_spec, relative
+from tests.support.ray_cluster import score_on_ray
 from tests.support.rollouts import write_jsonl
 
 
@@ -27,11 +28,7 @@ def test_ray_scores_equal_local_scores_and_keep_groups_whole(local_ray: None) ->
         rollouts = [Rollout(id=str(i), prompt=q, completion=r, group=g)
                     for i, (q, r, g) in enumerate(GROUPED)]  # fmt: skip
         local = referee.score(referee.load(spec), rollouts)
-        ray_reward = RayReward(referee.load(spec), workers=3)
-        try:
-            remote = referee.score(ray_reward, rollouts)
-        finally:
-            ray_reward.close()
+        remote = score_on_ray(referee.load(spec), rollouts, workers=3)
     assert [s.to_dict() for s in remote] == [s.to_dict() for s in local]
     assert [s.components["ranked"] for s in remote] == GROUPED_WANT
 

@@ -15,6 +15,7 @@ import pytest
 
 import referee
 from referee import Rollout
+from tests.support.ray_cluster import score_on_ray
 from tests.support.serving import Server, request
 
 # A user's file beside the spec, with a sync check, an async one and a class of its own.
@@ -175,15 +176,9 @@ def ray_here() -> Iterator[None]:
 
 
 def test_ray_actors_load_the_file_where_they_run(spec_path: Path, ray_here: None) -> None:
-    from referee.backends.distributed import RayReward
-
     rollouts = [Rollout(prompt=p, completion=c, reference=r) for p, c, r in ROWS]
     local = referee.score(referee.load(spec_path), rollouts)
-    remote_reward = RayReward(referee.load(spec_path), workers=2)
-    try:
-        remote = referee.score(remote_reward, rollouts)
-    finally:
-        remote_reward.close()
+    remote = score_on_ray(referee.load(spec_path), rollouts, workers=2)
     assert [s.to_dict() for s in remote] == [s.to_dict() for s in local]
 
 

@@ -7,7 +7,8 @@ own auth token (``RAY_AUTH_MODE=token``), so it neither reads nor writes ``~/.ra
 Ray on the machine can join it. A driver joins with `env` and `address`. Node loss is noticed by
 the head's health checks, made fast here (`HEALTH`); Ray's defaults take about 15-30 s.
 
-Used by tests/backends/test_ray_cluster.py and benchmarks/bench_ray.py.
+Used by tests/backends/test_ray_cluster.py and benchmarks/bench_ray.py; `score_on_ray` scores
+through a `RayReward` on whatever Ray the test started.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 RAY = str(Path(sys.executable).with_name("ray"))
 
@@ -205,3 +208,17 @@ class LoopbackCluster:
         if self.root is not None:
             shutil.rmtree(self.root, ignore_errors=True)
             self.root = None
+
+
+def score_on_ray(
+    reward: Any, rollouts: Sequence[Any], *, workers: int, concurrency: int | None = None
+) -> list[Any]:
+    """`referee.score` through a `RayReward` of `workers` actors, closed afterwards."""
+    import referee
+    from referee.backends.distributed import RayReward
+
+    ray_reward = RayReward(reward, workers=workers)
+    try:
+        return referee.score(ray_reward, rollouts, concurrency=concurrency)
+    finally:
+        ray_reward.close()
