@@ -87,7 +87,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,6 +103,7 @@ from referee.backends.service import (
     DEFAULT_MAX_CONCURRENT,
     DEFAULT_MAX_CONNECTIONS,
     SLOW_AFTER,
+    Mount,
     Service,
     check_listen,
     is_loopback,
@@ -176,6 +177,7 @@ async def serve(
     slow_after: float = SLOW_AFTER,
     stuck_switch_interval: float | None = None,
     end_markers: EndMarkers | None = None,
+    mounts: Sequence[Mount] = (),
     shutdown_timeout: float = 60.0,
     ready: Callable[[str], None] | None = None,
     stop: asyncio.Event | None = None,
@@ -186,7 +188,8 @@ async def serve(
     `token`, `trust_clients`, `max_body`, `max_connections` and `io_timeout` are
     `RewardService`'s; `idle_timeout` is how long a connection may go without a whole
     request's headers (module docstring). The soft limit on open files is raised to what
-    `max_connections` needs.
+    `max_connections` needs. `mounts` are protocols with routes of their own
+    (`referee.backends.service.Mount`) served beside ``/score`` and ``/get_reward``.
 
     Raises:
         ValueError: Before listening: a `host` beyond loopback with no `token`, a token too
@@ -202,6 +205,7 @@ async def serve(
         slow_after=slow_after,
         stuck_switch_interval=stuck_switch_interval,
         end_markers=EndMarkers() if end_markers is None else end_markers,
+        mounts=mounts,
         token=token,
         trust_clients=trust_clients,
         max_body=max_body,

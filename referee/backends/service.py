@@ -1,8 +1,11 @@
 """A reward as an HTTP service: the generic machinery under `referee serve`.
 
 `RewardService` answers ``GET /health`` and ``POST /score`` (the canonical rollout shape),
-and any protocol's endpoints given to it (`Endpoint`: OpenRLHF's ``/get_reward`` is one, in
-`referee.backends.openrlhf`). It knows no trainer: `referee.backends.server` assembles the
+and any protocol's endpoints given to it: a single ``POST`` path with fixed keys (`Endpoint`:
+OpenRLHF's ``/get_reward`` is one, in `referee.backends.openrlhf`), or a protocol with routes
+of its own, any method, state and background tasks (`Mount`: NeMo Gym's resources server and
+the Open Reward Standard are two). Every route, a mount's too, is behind the same guard
+(token, limits). It knows no trainer: `referee.backends.server` assembles the
 service `referee serve` runs. `run` listens, serves until stopped, and drains.
 
 The module docstring of `referee.backends.server` describes the endpoints, the errors, what
@@ -51,6 +54,7 @@ __all__ = [
     "TOKEN_ENV",
     "BadRequest",
     "Endpoint",
+    "Mount",
     "Service",
     "check_listen",
     "is_loopback",
@@ -145,6 +149,21 @@ class Endpoint(Protocol):
     async def answer(self, service: Service, body: Mapping[str, Any]) -> web.Response: ...
 
 
+class Mount(Protocol):
+    """A protocol with routes of its own on a `Service` (NeMo Gym's resources server, the
+    Open Reward Standard).
+
+    `mount` adds its routes to the application, and any startup or cleanup hooks
+    (``app.on_startup``, ``app.on_cleanup``: background tasks, sessions to let go). Its
+    handlers read bodies with `Service.read_body` (a JSON object or 400), refuse keys with
+    `Service.check_keys` where the protocol fixes them, score with `Service.score_batch`
+    (slots, slow lane, deadlines, 503 while closing), and raise `BadRequest` to answer an
+    error as JSON. The guard (token, limits) runs before any of its handlers.
+    """
+
+    def mount(self, service: Service, app: web.Application) -> None: ...
+
+
 @dataclass
 class Service:
     """The aiohttp application around one reward: ``/health``, ``/score`` and `endpoints`.
@@ -152,6 +171,7 @@ class Service:
     Attributes:
         reward: What scores the rollouts.
         endpoints: The protocols' endpoints served beside ``/score``.
+        mounts: The protocols with routes of their own (`Mount`), mounted in order.
         max_batch: The most rollouts one request may carry.
         max_concurrent: How many requests are scored at once; more wait their turn.
         concurrency: How many rollouts an async reward scores at once within a request.
@@ -177,6 +197,7 @@ class Service:
 
     reward: Reward
     endpoints: Sequence[Endpoint] = ()
+    mounts: Sequence[Mount] = ()
     max_batch: int = DEFAULT_MAX_BATCH
     max_concurrent: int = DEFAULT_MAX_CONCURRENT
     concurrency: int | None = None
@@ -222,14 +243,16 @@ class Service:
         app.router.add_post("/score", self.score)
         for endpoint in self.endpoints:
             app.router.add_post(endpoint.path, self._handler(endpoint))
+        for mount in self.mounts:
+            mount.mount(self, app)
         return app
 
     def _handler(
         self, endpoint: Endpoint
     ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handle(request: web.Request) -> web.StreamResponse:
-            body = await self._body(request)
-            self._keys(body, endpoint.keys)
+            body = await self.read_body(request)
+            self.check_keys(body, endpoint.keys)
             return await endpoint.answer(self, body)
 
         return handle
@@ -273,7 +296,8 @@ class Service:
             dropped(request, "the client closed the connection before the answer")
         return response
 
-    async def _body(self, request: web.Request) -> Mapping[str, Any]:
+    async def read_body(self, request: web.Request) -> Mapping[str, Any]:
+        """The request's body, a JSON object; else a `BadRequest` (400) that says why."""
         try:
             body = await request.json(loads=json.loads)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -284,7 +308,7 @@ class Service:
             raise BadRequest(400, "invalid_body", "the request body must be a JSON object")
         return body
 
-    def _keys(self, body: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
+    def check_keys(self, body: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
         """Refuse keys outside the protocol: a request may send data, never choose what
         scores it (a spec, a reward, an option, a file), and is told so rather than ignored."""
         unknown = [key for key in body if key not in allowed]
@@ -372,8 +396,8 @@ class Service:
         return web.json_response(body, status=status)
 
     async def score(self, request: web.Request) -> web.Response:
-        body = await self._body(request)
-        self._keys(body, ("rollouts",))
+        body = await self.read_body(request)
+        self.check_keys(body, ("rollouts",))
         items = self.items(body, "rollouts")
         rollouts = []
         for i, item in enumerate(items):

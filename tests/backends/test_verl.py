@@ -265,12 +265,12 @@ def test_group_collector_late_copies_stragglers_and_timeouts(
         partial = await asyncio.gather(*(collector.submit(member(t, "h"), 3) for t in ("y", "yy")))
         return [[d["reward"] for d in part] for part in (whole, [copy], [straggler], partial)]
 
-    with caplog.at_level("WARNING", logger="referee.verl"):
+    with caplog.at_level("WARNING", logger="referee.cohort"):
         whole, copy, straggler, partial = asyncio.run(run())
     assert whole == [0.0, 1.0, 0.5] and copy == [0.0]
     assert straggler == [0.5]  # alone: nothing to rank against
     assert partial == [0.0, 1.0]  # scored with what arrived, after the timeout
-    assert "group h scored with 2 of 3 members" in caplog.text
+    assert "group 'h' scored with 2 of 3 members after 0.5 s" in caplog.text
 
 
 # --- several turns in one response: per-turn rewards at each turn's last token ---------------

@@ -3,7 +3,6 @@ of a group meet (package docstring)."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import time
@@ -12,6 +11,7 @@ from typing import Any
 
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
+from referee.backends.cohort import DEFAULT_GROUP_TIMEOUT, Cohorts
 from referee.backends.verl.batch import item_rollout, options_of
 from referee.backends.verl.function import (
     DEFAULT_FAILURE_VALUE,
@@ -27,88 +27,23 @@ __all__ = ["DEFAULT_GROUP_TIMEOUT", "GroupCollector", "RefereeRewardLoopManager"
 
 logger = logging.getLogger("referee.verl")
 
-DEFAULT_GROUP_TIMEOUT = 300.0
-
 
 class GroupCollector:
     """Where the members of a group meet before a group reward scores them together.
 
     Runs as a named async Ray actor shared by every reward-loop worker (or in-process without
-    Ray). A group is scored when `expected` members have arrived, or `timeout` seconds after
-    its first member with whatever arrived. A member that arrives after its group was scored
-    (verl pads a batch with copies of its first samples) gets the score of the identical
-    member, or is scored in a new round if none is identical.
+    Ray): `referee.backends.cohort.Cohorts` (how members meet, are scored, and what a member
+    that comes late gets) on this spec's reward, speaking dicts, which cross Ray.
     """
 
     def __init__(self, spec: str | Mapping[str, Any], timeout: float) -> None:
         self.reward = reward_for(spec, per_sample=False)
         self.timeout = timeout
-        self.pending: dict[str, _Round] = {}  # per uid, the round still taking members
-        self.closed: dict[str, _Round] = {}  # per uid, the last round scored (or scoring)
+        self.cohorts = Cohorts(bridge_for(self.reward).score_async, timeout)
 
     async def submit(self, rollout: dict[str, Any], expected: int) -> dict[str, Any]:
-        member = Rollout.model_validate(rollout)
-        uid = member.group or ""
-        key = _content_key(member)
-        loop = asyncio.get_running_loop()
-        if uid not in self.pending and uid in self.closed:
-            closed = self.closed[uid]
-            if key in closed.keys:
-                return (await asyncio.shield(closed.result))[closed.keys.index(key)]
-            expected = 1  # a straggler of a group scored without it: scored alone, now
-        round_ = self.pending.get(uid)
-        if round_ is None:
-            round_ = self.pending[uid] = _Round(loop.create_future())
-            round_.timer = loop.call_later(
-                self.timeout, lambda: asyncio.ensure_future(self._close(uid, round_, expected))
-            )
-        index = len(round_.members)
-        round_.members.append(member)
-        round_.keys.append(key)
-        if len(round_.members) >= expected:
-            await self._close(uid, round_, expected)
-        results = await asyncio.shield(round_.result)
-        return results[index]
-
-    async def _close(self, uid: str, round_: _Round, expected: int) -> None:
-        if round_.closing:
-            return
-        round_.closing = True
-        if round_.timer is not None:
-            round_.timer.cancel()
-        if self.pending.get(uid) is round_:
-            del self.pending[uid]
-        self.closed.pop(uid, None)
-        self.closed[uid] = round_
-        if len(self.closed) > 100_000:  # a long run: forget the oldest groups
-            for old in list(self.closed)[:50_000]:
-                del self.closed[old]
-        if len(round_.members) < expected:
-            logger.warning(
-                "referee: group %s scored with %d of %d members after %.0f s",
-                uid, len(round_.members), expected, self.timeout,
-            )  # fmt: skip
-        try:
-            scores = await bridge_for(self.reward).score_async(round_.members)
-        except BaseException as exc:  # pragma: no cover - score_batch turns errors into failures
-            round_.result.set_exception(exc)
-            raise
-        round_.result.set_result([s.to_dict() for s in scores])
-
-
-class _Round:
-    __slots__ = ("closing", "keys", "members", "result", "timer")
-
-    def __init__(self, result: asyncio.Future[list[dict[str, Any]]]) -> None:
-        self.members: list[Rollout] = []
-        self.keys: list[str] = []
-        self.result = result
-        self.timer: asyncio.TimerHandle | None = None
-        self.closing = False
-
-
-def _content_key(rollout: Rollout) -> str:
-    return hashlib.sha256(rollout.model_dump_json().encode()).hexdigest()
+        score = await self.cohorts.submit(Rollout.model_validate(rollout), expected)
+        return score.to_dict()
 
 
 def _collector(spec: str | Mapping[str, Any], timeout: float) -> Any:
