@@ -28,6 +28,11 @@ install:
 	# Axolotl's own reward-function loader, for tests/backends/test_axolotl.py. --no-deps: it
 	# pins trl 1.9 and a CUDA torch; its GRPO module needs only these three besides.
 	$(PY) -m pip install -q --no-deps "axolotl==0.19.0" "addict==2.4.0" "numba==0.68.1" "llvmlite==0.50.0"
+	# The openreward SDK's own environment client, for tests/backends/test_ors.py. --no-deps:
+	# its server side (FastAPI, uvicorn, OpenTelemetry, office toolsets) is not what the tests
+	# drive; the client's modules import these besides what referee already has.
+	$(PY) -m pip install -q --no-deps "openreward==0.1.167" "structlog==26.1.0" "tenacity==9.2.1" \
+		"anthropic==2.14.0" "docstring-parser==0.18.0" "google-genai==3.6.1" "websockets==17.4"
 
 check:
 	$(PY) -m ruff check referee tests benchmarks docs/hooks.py

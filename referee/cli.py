@@ -46,6 +46,7 @@ from referee.spec import load
 
 if TYPE_CHECKING:
     from referee.backends.openrlhf import EndMarkers
+    from referee.backends.service import Mount
 
 __all__ = ["main"]
 
@@ -737,6 +738,24 @@ def _end_markers(end_marker: tuple[str, ...], tokenizer: str | None, strip: bool
     "stuck until their deadline do not hold back fast ones.",
 )  # fmt: skip
 @_end_marker_options
+@click.option(
+    "--tasks", type=click.Path(exists=True, dir_okay=False), metavar="FILE",
+    help="Serve an Open Reward Standard environment of these tasks (JSONL rows: id, prompt, "
+    "reference, optional split): ORS's routes, sessions and one tool that submits an answer.",
+)  # fmt: skip
+@click.option(
+    "--env-name", metavar="NAME",
+    help="The ORS environment's name (with --tasks); default: the spec's name.",
+)  # fmt: skip
+@click.option(
+    "--session-timeout", default=900.0, show_default=True,
+    type=click.FloatRange(0, min_open=True),
+    help="ORS: seconds a session may go without a request before it is closed.",
+)  # fmt: skip
+@click.option(
+    "--max-sessions", default=4096, show_default=True, type=click.IntRange(1),
+    help="ORS: sessions open at once; past it a new one is refused (503).",
+)  # fmt: skip
 def serve(
     spec: str,
     host: str,
@@ -754,8 +773,13 @@ def serve(
     end_marker: tuple[str, ...],
     tokenizer: str | None,
     strip_markers: bool,
+    tasks: str | None,
+    env_name: str | None,
+    session_timeout: float,
+    max_sessions: int,
 ) -> None:
-    """Serve a reward over HTTP: /score, /get_reward (OpenRLHF) and /health.
+    """Serve a reward over HTTP: /score, /get_reward (OpenRLHF), the Open Reward Standard
+    (with --tasks) and /health.
 
     Safe to expose: with a token (--token or REFEREE_SERVE_TOKEN, required beyond loopback)
     every endpoint wants it; a request's body is data, never a spec, an option or a file;
@@ -771,6 +795,10 @@ def serve(
         raise click.ClickException(str(exc)) from None
     reward = _load_spec(spec)
     markers = _end_markers(end_marker, tokenizer, strip_markers)
+    mounts = _protocol_mounts(
+        reward, tasks=tasks, env_name=env_name, session_timeout=session_timeout,
+        max_sessions=max_sessions,
+    )  # fmt: skip
     err = Console(stderr=True)
 
     def ready(url: str) -> None:
@@ -801,6 +829,7 @@ def serve(
                 slow_after=slow_after,
                 stuck_switch_interval=stuck_switch_interval,
                 end_markers=markers,
+                mounts=mounts,
                 ready=ready,
             )
         )
@@ -809,6 +838,34 @@ def serve(
     except ValueError as exc:  # refused before listening: exposure, trust, limits
         raise click.ClickException(str(exc)) from None
     err.print("referee: stopped")
+
+
+def _protocol_mounts(
+    reward: Reward,
+    *,
+    tasks: str | None,
+    env_name: str | None,
+    session_timeout: float,
+    max_sessions: int,
+) -> list[Mount]:
+    """An ORS environment where a task file is given; a usage error naming the option where
+    the options do not fit."""
+    from referee.backends.ors import OpenRewardEnvironment, environment_name
+
+    mounts: list[Mount] = []
+    if tasks is not None:
+        try:
+            mounts.append(OpenRewardEnvironment(
+                tasks, env_name=env_name or environment_name(reward.name),
+                session_timeout=session_timeout, max_sessions=max_sessions,
+            ))  # fmt: skip
+        except RefereeError as exc:
+            raise click.BadParameter(str(exc), param_hint="--tasks") from None
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+    elif env_name is not None:
+        raise click.UsageError("--env-name names the ORS environment of --tasks: give --tasks")
+    return mounts
 
 
 @main.command("openrlhf-func")

@@ -147,7 +147,8 @@ def check_descriptors(connections: int) -> None:
 
 
 def _presented(request: web.Request) -> bytes:
-    """The token a request carries: a bearer token, or the password of basic authentication."""
+    """The token a request carries: a bearer token, the password of basic authentication, or
+    ``X-API-Key`` (where the openreward SDK puts its ``api_key``)."""
     scheme, _, credentials = request.headers.get(hdrs.AUTHORIZATION, "").strip().partition(" ")
     credentials = credentials.strip()
     if scheme.lower() == "bearer":
@@ -158,7 +159,7 @@ def _presented(request: web.Request) -> bytes:
         except (binascii.Error, ValueError):
             return b""
         return pair.partition(b":")[2]  # any user name: a URL's userinfo needs one
-    return b""
+    return request.headers.get("X-API-Key", "").strip().encode("utf-8", "surrogateescape")
 
 
 class Guard:
