@@ -33,6 +33,12 @@ install:
 	# drive; the client's modules import these besides what referee already has.
 	$(PY) -m pip install -q --no-deps "openreward==0.1.167" "structlog==26.1.0" "tenacity==9.2.1" \
 		"anthropic==2.14.0" "docstring-parser==0.18.0" "google-genai==3.6.1" "websockets==17.4"
+	# NeMo Gym's own request/response models, HTTP client and metrics, for
+	# tests/backends/test_nemo_gym.py. It declares Python 3.13 and pins ray, vllm, wandb and
+	# mlflow; the modules the tests import run on 3.11 with these.
+	$(PY) -m pip install -q --no-deps --ignore-requires-python "nemo-gym==0.7.0"
+	$(PY) -m pip install -q "fastapi==0.165.0" "starlette==1.10.0" "itsdangerous==2.2.0" \
+		"uvicorn==0.54.0" "httptools==0.9.0" "yappi==1.7.6" "pydot==4.0.1" "scipy==1.17.1"
 
 check:
 	$(PY) -m ruff check referee tests benchmarks docs/hooks.py

@@ -67,11 +67,12 @@ def workload(n: int) -> tuple[list[str], list[str], list[str], list[dict[str, An
 
 
 class Server:
-    """`referee serve` in its own process."""
+    """`referee serve` in its own process (`args`: more of its options)."""
 
-    def __init__(self, spec: Path) -> None:
+    def __init__(self, spec: Path, *args: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "referee.cli", "serve", "--spec", str(spec), "--port", "0"],
+            [sys.executable, "-m", "referee.cli", "serve", "--spec", str(spec), "--port", "0",
+             *args],
             stderr=subprocess.PIPE, text=True, cwd=ROOT,
         )  # fmt: skip
         assert self.proc.stderr is not None
@@ -141,7 +142,12 @@ async def openrlhf_get_reward(url: str, data: Any, concurrency: int) -> list[flo
 
 
 async def score_batches(url: str, data: Any, concurrency: int) -> list[float]:
-    rows = data[3]
+    return await score_rows(url, data[3], concurrency)
+
+
+async def score_rows(url: str, rows: list[dict[str, Any]], concurrency: int) -> list[float]:
+    """The rows' rewards from ``/score``, `BATCH` per request, as many requests at once as
+    keep `concurrency` rollouts in flight."""
     batches = [rows[i : i + BATCH] for i in range(0, len(rows), BATCH)]
     async with aiohttp.ClientSession() as session:
 

@@ -739,6 +739,23 @@ def _end_markers(end_marker: tuple[str, ...], tokenizer: str | None, strip: bool
 )  # fmt: skip
 @_end_marker_options
 @click.option(
+    "--reference-field", default="expected_answer", show_default=True, metavar="FIELD",
+    help="NeMo Gym's /verify: the task field that holds the reference (NeMo Gym's math "
+    "servers name it expected_answer).",
+)  # fmt: skip
+@click.option(
+    "--group-size", type=click.IntRange(1), metavar="N",
+    help="NeMo Gym's /verify with a group reward (group_rank, ...): the attempts per prompt "
+    "(NeMo RL's num_generations_per_prompt); each /verify waits for its group's N attempts, "
+    "then all N are scored together. Required for /verify when the spec compares attempts.",
+)  # fmt: skip
+@click.option(
+    "--group-timeout", default=300.0, show_default=True,
+    type=click.FloatRange(0, min_open=True),
+    help="Seconds a group waits for its attempts after the first arrives, then is scored "
+    "with those that came.",
+)  # fmt: skip
+@click.option(
     "--tasks", type=click.Path(exists=True, dir_okay=False), metavar="FILE",
     help="Serve an Open Reward Standard environment of these tasks (JSONL rows: id, prompt, "
     "reference, optional split): ORS's routes, sessions and one tool that submits an answer.",
@@ -773,13 +790,16 @@ def serve(
     end_marker: tuple[str, ...],
     tokenizer: str | None,
     strip_markers: bool,
+    reference_field: str,
+    group_size: int | None,
+    group_timeout: float,
     tasks: str | None,
     env_name: str | None,
     session_timeout: float,
     max_sessions: int,
 ) -> None:
-    """Serve a reward over HTTP: /score, /get_reward (OpenRLHF), the Open Reward Standard
-    (with --tasks) and /health.
+    """Serve a reward over HTTP: /score, /get_reward (OpenRLHF), NeMo Gym's /verify, the Open
+    Reward Standard (with --tasks) and /health.
 
     Safe to expose: with a token (--token or REFEREE_SERVE_TOKEN, required beyond loopback)
     every endpoint wants it; a request's body is data, never a spec, an option or a file;
@@ -795,14 +815,17 @@ def serve(
         raise click.ClickException(str(exc)) from None
     reward = _load_spec(spec)
     markers = _end_markers(end_marker, tokenizer, strip_markers)
-    mounts = _protocol_mounts(
-        reward, tasks=tasks, env_name=env_name, session_timeout=session_timeout,
-        max_sessions=max_sessions,
+    mounts, notes = _protocol_mounts(
+        reward, reference_field=reference_field, group_size=group_size,
+        group_timeout=group_timeout, tasks=tasks, env_name=env_name,
+        session_timeout=session_timeout, max_sessions=max_sessions,
     )  # fmt: skip
     err = Console(stderr=True)
 
     def ready(url: str) -> None:
         err.print(f"referee: serving {reward.name!r} on {url} (Ctrl-C or SIGTERM to stop)")
+        for note in notes:
+            err.print(f"referee: {note}", markup=False, soft_wrap=True)
         if trust_clients:
             err.print("referee: --trust-clients: requests' references are trusted", markup=False)
         if end_marker or tokenizer:
@@ -843,16 +866,38 @@ def serve(
 def _protocol_mounts(
     reward: Reward,
     *,
+    reference_field: str,
+    group_size: int | None,
+    group_timeout: float,
     tasks: str | None,
     env_name: str | None,
     session_timeout: float,
     max_sessions: int,
-) -> list[Mount]:
-    """An ORS environment where a task file is given; a usage error naming the option where
-    the options do not fit."""
+) -> tuple[list[Mount], list[str]]:
+    """NeMo Gym's resources server, and an ORS environment where a task file is given; a
+    usage error naming the option where the options do not fit. With them, what to tell the
+    user at start: a group reward without --group-size serves /score and /get_reward, not
+    /verify (which cannot know when a group is whole), rather than refusing to start."""
+    from referee.backends.nemo_gym import ResourcesServer
     from referee.backends.ors import OpenRewardEnvironment, environment_name
+    from referee.reward import needs_groups
 
     mounts: list[Mount] = []
+    notes: list[str] = []
+    if group_size is None and needs_groups(reward):
+        notes.append(
+            f"NeMo Gym's /verify is not served: {reward.name!r} compares the attempts at a "
+            f"prompt, and /verify gets one at a time; give --group-size N to serve it"
+        )
+    else:
+        try:
+            server = ResourcesServer(
+                reward, reference_field=reference_field, group_size=group_size,
+                group_timeout=group_timeout,
+            )  # fmt: skip
+            mounts.append(server)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
     if tasks is not None:
         try:
             mounts.append(OpenRewardEnvironment(
@@ -865,7 +910,7 @@ def _protocol_mounts(
             raise click.UsageError(str(exc)) from None
     elif env_name is not None:
         raise click.UsageError("--env-name names the ORS environment of --tasks: give --tasks")
-    return mounts
+    return mounts, notes
 
 
 @main.command("openrlhf-func")

@@ -65,12 +65,19 @@ class Cohorts:
 
     async def submit(self, member: Rollout, expected: int) -> Score:
         """`member`'s score, once its group (of `expected` members) has been scored."""
+        score, _ = await self.join(member, expected)
+        return score
+
+    async def join(self, member: Rollout, expected: int) -> tuple[Score, int]:
+        """`member`'s score, once its group has been scored, and how many members the group
+        was scored with (fewer than `expected` when it timed out; 1 for a straggler)."""
         group = member.group or ""
         key = _content_key(member)
         if group not in self.pending and group in self.closed:
             closed = self.closed[group]
             if key in closed.keys:
-                return (await asyncio.shield(closed.result))[closed.keys.index(key)]
+                scores = await asyncio.shield(closed.result)
+                return scores[closed.keys.index(key)], len(closed.members)
             expected = 1  # a straggler of a group scored without it: scored alone, now
         round_ = self.pending.get(group)
         if round_ is None:
@@ -85,7 +92,7 @@ class Cohorts:
         if len(round_.members) >= expected:
             await self._close(group, round_, expected)
         results = await asyncio.shield(round_.result)
-        return results[index]
+        return results[index], len(round_.members)
 
     async def _close(self, group: str, round_: _Round, expected: int) -> None:
         if round_.closing:

@@ -96,3 +96,15 @@ def test_a_scorer_that_refuses_is_heard_by_every_member() -> None:
 def test_the_timeout_must_be_a_positive_number(timeout: float) -> None:
     with pytest.raises(ValueError, match="group timeout must be a positive number"):
         Cohorts(Ranker(), timeout=timeout)
+
+
+def test_join_says_how_many_members_a_group_was_scored_with() -> None:
+    cohorts = Cohorts(Ranker(), timeout=0.2)
+
+    async def run() -> list[int]:
+        whole = await asyncio.gather(*(cohorts.join(member(t, "a"), 2) for t in ("x", "xx")))
+        short = await asyncio.gather(*(cohorts.join(member(t, "b"), 3) for t in ("y", "yy")))
+        late = await cohorts.join(member("yyy", "b"), 3)  # its group closed without it
+        return [n for _, n in (*whole, *short, late)]
+
+    assert asyncio.run(run()) == [2, 2, 2, 2, 1]

@@ -2,7 +2,8 @@
 
 One set of rollouts, one spec (deterministic checks plus an async judge on a loopback server),
 scored through the Python API, the CLI, the TRL adapter, verl's compute_score through the
-legacy manager and through the reward loop on Ray, and the HTTP service: the values must be
+legacy manager and through the reward loop on Ray, and the HTTP service (`/score`, OpenRLHF's
+`/get_reward`, NeMo Gym's `/verify`, an ORS episode): the values must be
 identical (trainers keep rewards as float32, so compared after that cast).
 """
 
@@ -28,6 +29,7 @@ from referee.backends import verl as rv
 from referee.backends.trl import reward_funcs
 from referee.judges.testing import FakeJudgeServer
 from tests.support import tiny
+from tests.support.ors import events, http
 from tests.support.serving import Server, request
 from tests.support.verl import last_token_positions, loop_config, make_batch
 
@@ -56,6 +58,35 @@ def spec(judge: FakeJudgeServer) -> dict[str, Any]:
                       "weight": 0.3},
         },
     }  # fmt: skip
+
+
+def verify_body(prompt: str, completion: str, reference: Any) -> dict[str, Any]:
+    """NeMo Gym's verify request for a rollout (its wire shape; `test_nemo_gym` sends it with
+    NeMo Gym's own client)."""
+    message = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": completion, "annotations": []}],
+    }
+    response = {"id": "resp_1", "object": "response", "created_at": 0.0, "model": "policy",
+                "output": [message], "parallel_tool_calls": False, "tool_choice": "auto",
+                "tools": []}  # fmt: skip
+    return {"responses_create_params": {"input": [{"role": "user", "content": prompt}]},
+            "response": response, "expected_answer": reference}  # fmt: skip
+
+
+def ors_episode(url: str, index: int, answer: str) -> float | None:
+    """One ORS episode on task `index` (`test_ors` drives the same with the SDK's client)."""
+    sid = {"X-Session-ID": f"same-{index}"}
+    assert http(url, "POST", "/create", {"split": "train", "index": index}, headers=sid)[0] == 200
+    call = {"name": "submit_answer", "input": {"answer": answer}}
+    status, _, stream = http(url, "POST", "/same/call", call, headers=sid)
+    assert status == 200
+    data = "".join(d for e, d in events(stream) if e in ("chunk", "end"))
+    reward: float | None = json.loads(data)["output"]["reward"]
+    return reward
 
 
 def f32(values: list[Any]) -> list[float]:
@@ -115,8 +146,11 @@ def test_the_same_number_everywhere(
     rm = RewardLoopManager(config).compute_rm_score(batch).batch["rm_scores"]
     results["verl_reward_loop"] = [rm[i, p].item() for i, p in enumerate(positions)]
 
-    # HTTP: /score and OpenRLHF's /get_reward
-    server = Server(spec_path)
+    # HTTP: /score, OpenRLHF's /get_reward, NeMo Gym's /verify, an ORS episode
+    tasks_path = tmp_path / "tasks.jsonl"
+    tasks_path.write_text("".join(json.dumps({"id": str(i), "prompt": p, "reference": r}) + "\n"
+                                  for i, (p, _, r) in enumerate(ROWS)))  # fmt: skip
+    server = Server(spec_path, "--tasks", str(tasks_path), "--env-name", "same")
     try:
         _, body = request(server.url + "/score",
                           {"rollouts": [r.model_dump() for r in rollouts]})  # fmt: skip
@@ -126,6 +160,10 @@ def test_the_same_number_everywhere(
             "labels": [json.dumps(r) for *_, r in ROWS],
         })  # fmt: skip
         results["http_openrlhf"] = f32(body["rewards"])
+        verified = [request(server.url + "/verify", verify_body(p, c, r))[1] for p, c, r in ROWS]
+        results["http_nemo_gym"] = f32([v["reward"] for v in verified])
+        results["http_ors"] = f32([ors_episode(server.url, i, c) for i, (_, c, _) in
+                                   enumerate(ROWS)])  # fmt: skip
     finally:
         assert server.stop() == 0
 
