@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,9 @@ import referee
 from referee import CheckReward, Rollout, Score
 from referee.backends.ors import OpenRewardEnvironment, TaskSet, environment_name
 from referee.backends.ors.wire import _pieces, dumps, tool_result
+from referee.backends.service import Service
 from referee.errors import RolloutError
+from referee.reward import GroupRewardBase
 from tests.support.ors import TASKS, events, http, sdk
 from tests.support.serving import SPEC, Server, post, running
 
@@ -517,3 +519,16 @@ def test_referee_serve_refuses_a_bad_task_file_or_a_name_without_one(
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
+def test_a_group_reward_is_not_served_as_an_ors_environment() -> None:
+    @dataclass(kw_only=True)
+    class Rank(GroupRewardBase):
+        name: str = "rank"
+
+        async def evaluate_group(self, rollouts: Sequence[Rollout]) -> list[Score]:
+            return [Score(0.5) for _ in rollouts]
+
+    service = Service(Rank(), mounts=[OpenRewardEnvironment(TASKS)])
+    with pytest.raises(ValueError, match="compares the attempts at a prompt"):
+        service.app()

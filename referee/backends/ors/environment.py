@@ -24,6 +24,7 @@ from referee.backends.ors.sessions import (
     session_id,
 )
 from referee.backends.ors.tasks import Task, TaskSet
+from referee.reward import needs_groups
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -128,7 +129,18 @@ class OpenRewardEnvironment:
     # --- mounting ---------------------------------------------------------------------------
 
     def mount(self, service: Service, app: web.Application) -> None:
-        """Add the environment's routes (under ``/{env}/`` and at the root), and its reaper."""
+        """Add the environment's routes (under ``/{env}/`` and at the root), and its reaper.
+
+        Raises:
+            ValueError: The service's reward compares the attempts at a prompt: an ORS session
+                submits one answer, which such a reward cannot score alone.
+        """
+        if needs_groups(service.reward):
+            raise ValueError(
+                f"the reward {service.reward.name!r} compares the attempts at a prompt (a "
+                f"group reward), and an ORS session submits one answer: serve it on /score, "
+                f"or on NeMo Gym's /verify with --group-size, not as an ORS environment"
+            )
         self._service = service
         self.name = self.env_name or environment_name(service.reward.name)
         routes: list[tuple[str, str, Handler]] = [
