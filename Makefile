@@ -9,6 +9,9 @@ install:
 	# pip would fetch a CUDA build of several GB.
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e ".[all,trainers,dev,docs]"
+	# What NeMo Gym's modules import besides (installed --no-deps below), resolved with the rest.
+	$(PY) -m pip install -q "fastapi==0.165.0" "starlette==1.10.0" "itsdangerous==2.2.0" \
+		"uvicorn==0.54.0" "httptools==0.9.0" "yappi==1.7.6" "pydot==4.0.1" "scipy==1.17.1"
 	# BFCL's data and AST checker, for tool_call_match's agreement test. --no-deps: its
 	# requirements are every model provider's SDK (and a CUDA torch), which the checker needs not.
 	$(PY) -m pip install -q --no-deps "bfcl-eval==2026.3.23"
@@ -35,10 +38,8 @@ install:
 		"anthropic==2.14.0" "docstring-parser==0.18.0" "google-genai==3.6.1" "websockets==17.4"
 	# NeMo Gym's own request/response models, HTTP client and metrics, for
 	# tests/backends/test_nemo_gym.py. It declares Python 3.13 and pins ray, vllm, wandb and
-	# mlflow; the modules the tests import run on 3.11 with these.
+	# mlflow; the modules the tests import run on 3.11 with the packages installed above.
 	$(PY) -m pip install -q --no-deps --ignore-requires-python "nemo-gym==0.7.0"
-	$(PY) -m pip install -q "fastapi==0.165.0" "starlette==1.10.0" "itsdangerous==2.2.0" \
-		"uvicorn==0.54.0" "httptools==0.9.0" "yappi==1.7.6" "pydot==4.0.1" "scipy==1.17.1"
 
 check:
 	$(PY) -m ruff check referee tests benchmarks docs/hooks.py
