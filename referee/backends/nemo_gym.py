@@ -375,6 +375,7 @@ class ResourcesServer:
     async def verify(self, service: Service, body: Mapping[str, Any]) -> dict[str, Any]:
         """``/verify``: the request echoed with ``reward`` and, where the reward could give no
         number, NeMo Gym's failure fields."""
+        _dumps(body)  # the answer echoes the body: one it cannot echo is refused before scoring
         rollout = rollout_of(body, self.reference_field)
         short = ""
         if self.needs_reference and body.get(self.reference_field) is None:
@@ -458,8 +459,13 @@ def _session_id(body: Mapping[str, Any]) -> str:
 def _json(value: Any) -> web.Response:
     from aiohttp import web
 
+    return web.Response(text=_dumps(value), content_type="application/json")
+
+
+def _dumps(value: Any) -> str:
+    """`value` as JSON; a 400 for what has no JSON (NaN, Infinity: Python's json reads them)."""
     try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
     except ValueError as exc:  # Python's json reads NaN and Infinity; no JSON parser does
         raise BadRequest(
             400, "invalid_json", f"the request body holds a number JSON has not ({exc}): "
@@ -467,7 +473,6 @@ def _json(value: Any) -> web.Response:
         ) from exc  # fmt: skip
     except RecursionError as exc:
         raise BadRequest(400, "invalid_json", too_deep("the request body")) from exc
-    return web.Response(text=text, content_type="application/json")
 
 
 # --- aggregate metrics ------------------------------------------------------------------------

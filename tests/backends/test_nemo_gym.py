@@ -422,6 +422,25 @@ def test_a_hostile_body_is_a_json_error_naming_the_field(
     assert names in answer["error"]["message"]
 
 
+def test_a_body_that_cannot_be_echoed_is_refused_before_it_is_scored() -> None:
+    @dataclass(kw_only=True)
+    class Counted(referee.CheckReward):
+        calls: list[str]
+        name: str = "counted"
+        run_in = "inline"
+
+        def check(self, rollout: Rollout) -> Score:
+            self.calls.append(rollout.completion_text)
+            return Score(1.0)
+
+    reward = Counted(calls=[])
+    with serve(reward) as url:
+        got, answer = request(url + "/verify", _good() | {"note": math.inf})
+        assert got == 400 and "cannot be echoed" in answer["error"]["message"]
+        assert reward.calls == []
+        assert request(url + "/verify", _good())[0] == 200 and len(reward.calls) == 1
+
+
 def test_a_hostile_group_field_is_refused_and_unknown_fields_are_data() -> None:
     body = _good() | {"_ng_group_attempt": -1}
     with serve(LengthRank(), group_size=2, group_timeout=5) as url:
