@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -680,6 +680,53 @@ def _end_markers(end_marker: tuple[str, ...], tokenizer: str | None, strip: bool
         raise click.BadParameter(str(exc), param_hint=exc.option) from None
 
 
+def _protocol_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The options of the protocols `referee serve` mounts (NeMo Gym's, ORS's), handed to
+    the command as one keyword group for `_protocol_mounts`."""
+    options = [
+        click.option(
+            "--reference-field", default="expected_answer", show_default=True, metavar="FIELD",
+            help="NeMo Gym's /verify: the task field that holds the reference (NeMo Gym's math "
+            "servers name it expected_answer).",
+        ),
+        click.option(
+            "--group-size", type=click.IntRange(1), metavar="N",
+            help="NeMo Gym's /verify with a group reward (group_rank, ...): the attempts per "
+            "prompt (NeMo RL's num_generations_per_prompt); each /verify waits for its group's N "
+            "attempts, then all N are scored together. Required for /verify when the spec "
+            "compares attempts.",
+        ),
+        click.option(
+            "--group-timeout", default=300.0, show_default=True,
+            type=click.FloatRange(0, min_open=True),
+            help="Seconds a group waits for its attempts after the first arrives, then is scored "
+            "with those that came.",
+        ),
+        click.option(
+            "--tasks", type=click.Path(exists=True, dir_okay=False), metavar="FILE",
+            help="Serve an Open Reward Standard environment of these tasks (JSONL rows: id, "
+            "prompt, reference, optional split): ORS's routes, sessions and one tool that "
+            "submits an answer.",
+        ),
+        click.option(
+            "--env-name", metavar="NAME",
+            help="The ORS environment's name (with --tasks); default: the spec's name.",
+        ),
+        click.option(
+            "--session-timeout", default=900.0, show_default=True,
+            type=click.FloatRange(0, min_open=True),
+            help="ORS: seconds a session may go without a request before it is closed.",
+        ),
+        click.option(
+            "--max-sessions", default=4096, show_default=True, type=click.IntRange(1),
+            help="ORS: sessions open at once; past it a new one is refused (503).",
+        ),
+    ]  # fmt: skip
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 @main.command()
 @click.option("--spec", "-s", required=True, help="Reward spec file (YAML or JSON).")
 @click.option(
@@ -738,41 +785,7 @@ def _end_markers(end_marker: tuple[str, ...], tokenizer: str | None, strip: bool
     "stuck until their deadline do not hold back fast ones.",
 )  # fmt: skip
 @_end_marker_options
-@click.option(
-    "--reference-field", default="expected_answer", show_default=True, metavar="FIELD",
-    help="NeMo Gym's /verify: the task field that holds the reference (NeMo Gym's math "
-    "servers name it expected_answer).",
-)  # fmt: skip
-@click.option(
-    "--group-size", type=click.IntRange(1), metavar="N",
-    help="NeMo Gym's /verify with a group reward (group_rank, ...): the attempts per prompt "
-    "(NeMo RL's num_generations_per_prompt); each /verify waits for its group's N attempts, "
-    "then all N are scored together. Required for /verify when the spec compares attempts.",
-)  # fmt: skip
-@click.option(
-    "--group-timeout", default=300.0, show_default=True,
-    type=click.FloatRange(0, min_open=True),
-    help="Seconds a group waits for its attempts after the first arrives, then is scored "
-    "with those that came.",
-)  # fmt: skip
-@click.option(
-    "--tasks", type=click.Path(exists=True, dir_okay=False), metavar="FILE",
-    help="Serve an Open Reward Standard environment of these tasks (JSONL rows: id, prompt, "
-    "reference, optional split): ORS's routes, sessions and one tool that submits an answer.",
-)  # fmt: skip
-@click.option(
-    "--env-name", metavar="NAME",
-    help="The ORS environment's name (with --tasks); default: the spec's name.",
-)  # fmt: skip
-@click.option(
-    "--session-timeout", default=900.0, show_default=True,
-    type=click.FloatRange(0, min_open=True),
-    help="ORS: seconds a session may go without a request before it is closed.",
-)  # fmt: skip
-@click.option(
-    "--max-sessions", default=4096, show_default=True, type=click.IntRange(1),
-    help="ORS: sessions open at once; past it a new one is refused (503).",
-)  # fmt: skip
+@_protocol_options
 def serve(
     spec: str,
     host: str,
@@ -790,13 +803,7 @@ def serve(
     end_marker: tuple[str, ...],
     tokenizer: str | None,
     strip_markers: bool,
-    reference_field: str,
-    group_size: int | None,
-    group_timeout: float,
-    tasks: str | None,
-    env_name: str | None,
-    session_timeout: float,
-    max_sessions: int,
+    **protocols: Any,
 ) -> None:
     """Serve a reward over HTTP: /score, /get_reward (OpenRLHF), NeMo Gym's /verify, the Open
     Reward Standard (with --tasks) and /health.
@@ -815,11 +822,7 @@ def serve(
         raise click.ClickException(str(exc)) from None
     reward = _load_spec(spec)
     markers = _end_markers(end_marker, tokenizer, strip_markers)
-    mounts, notes = _protocol_mounts(
-        reward, reference_field=reference_field, group_size=group_size,
-        group_timeout=group_timeout, tasks=tasks, env_name=env_name,
-        session_timeout=session_timeout, max_sessions=max_sessions,
-    )  # fmt: skip
+    mounts, notes = _protocol_mounts(reward, **protocols)
     err = Console(stderr=True)
 
     def ready(url: str) -> None:
