@@ -532,3 +532,17 @@ def test_a_group_reward_is_not_served_as_an_ors_environment() -> None:
     service = Service(Rank(), mounts=[OpenRewardEnvironment(TASKS)])
     with pytest.raises(ValueError, match="compares the attempts at a prompt"):
         service.app()
+
+
+def test_a_task_without_a_reference_is_not_paid_by_the_rest_of_the_spec() -> None:
+    # SPEC pays 0.2 for a short answer beside math_answer's 0.8: with no reference, math_answer
+    # cannot score, and the length part must not be paid alone.
+    environment = OpenRewardEnvironment([{"id": "bare", "prompt": "What is 2+2?"}], env_name="e")
+    with running(referee.load(SPEC), mounts=[environment]) as url:
+        assert http(url, "POST", "/create", {"split": "train", "index": 0}, headers=SID)[0] == 200
+        call = {"name": "submit_answer", "input": {"answer": "\\boxed{4}"}}
+        status, _, stream = http(url, "POST", "/e/call", call, headers=SID)
+    assert status == 200
+    result = json.loads("".join(d for e, d in events(stream) if e in ("chunk", "end")))
+    assert result["output"]["reward"] is None and result["output"]["finished"] is True
+    assert result["output"]["metadata"]["failure"] is not None
