@@ -55,6 +55,12 @@ _LANGS = {
     "python": {"python", "py", "python3", ""},
     "javascript": {"javascript", "js", "node", ""},
     "bash": {"bash", "sh", "shell", ""},
+    "c": {"c", "h", ""},
+    "cpp": {"cpp", "c++", "cc", "cxx", "hpp", ""},
+    "go": {"go", "golang", ""},
+    "rust": {"rust", "rs", ""},
+    "java": {"java", ""},
+    "typescript": {"typescript", "ts", ""},
 }
 _POOL_LOCK = threading.Lock()
 

@@ -23,8 +23,8 @@ import math
 import re
 import secrets
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from referee.errors import NotApplicable
 from referee.registry import register
@@ -38,6 +38,15 @@ from referee.rewards._sandboxed import (
     limits,
 )
 from referee.rewards.code._harness import Cases, run_tests
+from referee.rewards.code.languages import (
+    COMPILED,
+    Build,
+    Language,
+    build,
+    case_job,
+    toolchain_problem,
+    verdict,
+)
 from referee.rewards.code.reference import IoTestsReference, PytestReference, PythonTestsReference
 from referee.rollout import Rollout
 from referee.scores import Score
@@ -193,82 +202,132 @@ class IoTests(SandboxedReward):
     under ``input_output``): see `IoTestsReference`.
 
     The program is the completion's last fenced block in `language` (or untagged), else the
-    whole completion; it runs once per case in the sandbox, and its stdout is compared here,
-    outside it, line by line and token by token (whitespace normalised). A wrong output, a
-    timeout or a crash fails that case; a sandbox that cannot start is
-    ``Failure("sandbox")``, never 0.
+    whole completion. A compiled language is built once per rollout, in the sandbox, under
+    `compile_timeout` and `compile_memory_mb`; every case then runs that build in a clean job
+    of its own (`referee.rewards.code.languages` lists each language's flags and runtime
+    settings). Its stdout is compared here, outside the sandbox, line by line and token by
+    token (whitespace normalised). A compile error, a runtime error, a time, memory or output
+    limit or a wrong output fails that case, and the reason names which; a sandbox that cannot
+    start, or one without the language's toolchain, is ``Failure("sandbox")`` naming the
+    package to install, never 0.
 
     Attributes:
-        language: The program's language: ``python``, ``javascript`` (run by ``node``) or
-            ``bash``.
+        language: ``python``, ``javascript`` (``node``), ``bash``, ``c``, ``cpp``, ``go``,
+            ``rust``, ``java`` or ``typescript`` (transpiled, not type-checked; run by
+            ``node``).
         scoring: ``fraction`` of cases passed, or ``all`` (1.0 only if every case passes).
         float_tol: Compare numeric tokens within this tolerance (else exact text).
         timeout: Seconds per case.
-        memory_mb: Address-space limit of the program, in MiB.
+        memory_mb: Memory limit of the program, in MiB: its address space; for ``java`` its
+            heap (``-Xmx``), the JVM's reservations on top.
         stop_on_failure: Stop at the first failing case (with ``scoring: all`` the rest cannot
             change the score).
+        compile_timeout: Seconds the build may take (compiled languages).
+        compile_memory_mb: Address-space limit of the compiler, in MiB.
+        compile_flags: The compiler's flags, replacing the language's defaults (``c``,
+            ``cpp``, ``go``, ``rust``, ``java``), e.g. ``["-std=gnu++20", "-O2"]``.
 
     Example:
         ```yaml
         type: io_tests
-        language: python
+        language: cpp
         scoring: all
-        timeout: 4
+        timeout: 2
+        memory_mb: 256
+        compile_timeout: 30
         float_tol: 1.0e-6
         stop_on_failure: true
         ```
     """
 
-    language: Literal["python", "javascript", "bash"] = "python"
+    language: Language = "python"
     scoring: Scoring = "fraction"
     float_tol: float | None = None
     timeout: float = 5.0
     memory_mb: int = 1024
     stop_on_failure: bool = False
+    compile_timeout: float = 30.0
+    compile_memory_mb: int = 2048
+    compile_flags: list[str] | None = None
     name: str = "io_tests"
 
     def needs(self) -> frozenset[Need]:
         """The input/output cases."""
         return frozenset({"reference"})
 
-    def _job(self, code: str, stdin: str) -> Job:
-        bounds = limits(self.timeout, self.memory_mb)
-        data = stdin.encode()
-        if self.language == "python":
-            return Job(source=code, stdin=data, limits=bounds)
-        if self.language == "javascript":
-            return Job(
-                command=("node", "main.js"), files={"main.js": code}, stdin=data, limits=bounds
-            )
-        return Job(command=("bash", "main.sh"), files={"main.sh": code}, stdin=data, limits=bounds)
+    def check_options(self) -> None:
+        if self.timeout <= 0 or self.compile_timeout <= 0:
+            raise ValueError("timeout and compile_timeout must be positive")
+        if self.memory_mb < 1 or self.compile_memory_mb < 1:
+            raise ValueError("memory_mb and compile_memory_mb must be at least 1")
+        if self.compile_flags is not None and self.language not in COMPILED:
+            raise ValueError(f"compile_flags is for a compiled language, not {self.language}")
+        if self.compile_flags is not None and self.language == "typescript":
+            raise ValueError("compile_flags: typescript is transpiled with fixed options")
+
+    def default_deadline(self) -> float | None:
+        """The backstop behind the per-case ``timeout``, plus the build's own timeout."""
+        build_time = self.compile_timeout if self.language in COMPILED else 0.0
+        return self.backstop(self.timeout) + build_time
 
     def grade(self, rollout: Rollout) -> Score:
         """Score one rollout, blocking (what `evaluate` runs on the reward's threads)."""
         cases = IoTestsReference.parse(rollout.reference).cases
         code = extract_code(rollout.completion_text, self.language)
         sandbox = self.open_sandbox()
+        built = None
+        try:
+            if self.language in COMPILED:
+                problem = toolchain_problem(sandbox, self.language)
+                if problem is not None:
+                    raise SandboxFailure(problem)
+                flags = None if self.compile_flags is None else tuple(self.compile_flags)
+                built = build(
+                    sandbox,
+                    self.sandbox,
+                    self.language,
+                    code,
+                    flags,
+                    self.compile_timeout,
+                    self.compile_memory_mb,
+                )
+                if built.error is not None:
+                    return self._compile_failed(built.error, len(cases))
+            return self._run_cases(sandbox, code, built, cases)
+        except SandboxError as exc:
+            raise SandboxFailure(str(exc)) from None
+
+    def _compile_failed(self, error: str, total: int) -> Score:
+        return Score(
+            value=0.0,
+            components={"passed": 0.0, "cases": float(total)},
+            reason=f"0/{total} cases passed; {error}",
+        )
+
+    def _run_cases(
+        self, sandbox: Sandbox, code: str, built: Build | None, cases: Sequence[tuple[str, str]]
+    ) -> Score:
+        bounds = limits(self.timeout, self.memory_mb)
         passed = 0
         notes: list[str] = []
         stop = self.stop_on_failure or self.scoring == "all"
         for i, (stdin, want) in enumerate(cases):
-            try:
-                result = sandbox.run(self._job(code, stdin))
-            except SandboxError as exc:
-                raise SandboxFailure(str(exc)) from None
+            result = sandbox.run(case_job(self.language, code, built, stdin.encode(), bounds))
             got = result.stdout.decode(errors="replace")
-            if result.ok and _same_output(got, want, self.float_tol):
+            why = verdict(result, bounds.cpu_seconds)
+            if not why and _same_output(got, want, self.float_tol):
                 passed += 1
                 continue
             if len(notes) < 5:
-                why = result.describe() if not result.ok else f"output {short(got.strip(), 40)}"
-                notes.append(f"case {i + 1}: {why}")
+                notes.append(f"case {i + 1}: {why or f'wrong answer: {short(got.strip(), 40)}'}")
             if stop:
                 break
-        value = passed / len(cases) if self.scoring == "fraction" else float(passed == len(cases))
+        total = len(cases)
+        value = passed / total if self.scoring == "fraction" else float(passed == total)
         return Score(
             value=value,
-            components={"passed": float(passed), "cases": float(len(cases))},
-            reason="; ".join([f"{passed}/{len(cases)} cases passed", *notes]),
+            components={"passed": float(passed), "cases": float(total)},
+            reason="; ".join([f"{passed}/{total} cases passed", *notes]),
         )
 
 

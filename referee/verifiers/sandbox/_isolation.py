@@ -4,7 +4,7 @@ Two paths give a worker the same isolation: bubblewrap (``bwrap``), or util-linu
 with referee's own root builder (`_jail`) where bubblewrap is missing. Either way the worker
 runs in new pid, mount, network, IPC, UTS (and cgroup) namespaces, with a user namespace when
 not root, in a root of its own: ``/usr`` (and the ``/bin``-style links) read-only, an ``/etc``
-of three read-only entries, a fresh ``/proc`` and a minimal ``/dev``, and four writable
+of a few read-only entries (`_etc`), a fresh ``/proc`` and a minimal ``/dev``, and four writable
 places, each a size-limited tmpfs: ``/work``, ``/tmp``, ``/var/tmp`` and ``/dev/shm``. The
 root and ``/dev`` are read-only. As root the worker keeps six capabilities (to run each job as
 its own unprivileged uid, and to clean up after it); otherwise none.
@@ -52,6 +52,18 @@ KEPT_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID")
 """What a worker keeps as root: to hand a job its files, run it as its uid, kill and wipe."""
 
 _ETC = ("ld.so.cache", "alternatives", "ssl")  # node reads its OpenSSL config at start
+
+
+def _etc() -> list[str]:
+    """The host's ``/etc`` entries a worker sees, read-only: `_ETC`, and each JDK's
+    configuration (``/etc/java-17-openjdk``: the JVM reads ``jvm.cfg`` and its security
+    properties there at start)."""
+    try:
+        java = sorted(name for name in os.listdir("/etc") if name.startswith("java-"))
+    except OSError:
+        java = []
+    return [*_ETC, *java]
+
 NO_ISOLATION = (
     "To fix it: install bubblewrap (apt-get install bubblewrap) and, where it cannot create "
     "namespaces as a user, allow unprivileged user namespaces (sysctl "
@@ -178,7 +190,7 @@ def _bwrap_options(python: str, root: bool, disk: int) -> list[str]:
     if prefix is not None:
         args += ["--ro-bind", prefix, prefix]
     args += ["--perms", "0755", "--dir", "/etc"]  # else not traversable by the job
-    for name in _ETC:
+    for name in _etc():
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     size = str(disk)
     args += [
@@ -243,7 +255,7 @@ def _user_options(root: bool) -> list[list[str]]:
 
 def _jail(python: str, root: bool, disk: int, command: list[str]) -> list[str]:
     config = {"root": root, "disk": disk, "here": str(HERE), "prefix": _prefix(python)}
-    config |= {"etc": list(_ETC), "env": ZYGOTE_ENV, "command": command}
+    config |= {"etc": _etc(), "env": ZYGOTE_ENV, "command": command}
     program = _program()
     config["seccomp"] = program.hex() if program else None  # _jail loads it last
     return [python, "-I", "-S", str(HERE / "_jail.py"), json.dumps(config)]
