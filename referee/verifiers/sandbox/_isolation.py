@@ -4,10 +4,10 @@ Two paths give a worker the same isolation: bubblewrap (``bwrap``), or util-linu
 with referee's own root builder (`_jail`) where bubblewrap is missing. Either way the worker
 runs in new pid, mount, network, IPC, UTS (and cgroup) namespaces, with a user namespace when
 not root, in a root of its own: ``/usr`` (and the ``/bin``-style links) read-only, an ``/etc``
-of a few read-only entries (`_etc`), a fresh ``/proc`` and a minimal ``/dev``, and four writable
-places, each a size-limited tmpfs: ``/work``, ``/tmp``, ``/var/tmp`` and ``/dev/shm``. The
-root and ``/dev`` are read-only. As root the worker keeps six capabilities (to run each job as
-its own unprivileged uid, and to clean up after it); otherwise none.
+of a few read-only entries (`etc_entries`), a fresh ``/proc`` and a minimal ``/dev``, and four
+writable places, each a size-limited tmpfs: ``/work``, ``/tmp``, ``/var/tmp`` and
+``/dev/shm``. The root and ``/dev`` are read-only. As root the worker keeps six capabilities
+(to run each job as its own unprivileged uid, and to clean up after it); otherwise none.
 
 Two hard limits come on top, on both paths (`Hardening`): a seccomp filter (`_seccomp`: no new
 user namespaces, no io_uring, no keyrings, bpf, mounts and the like), loaded by bubblewrap
@@ -40,6 +40,7 @@ __all__ = [
     "Hardening",
     "bwrap_argv",
     "bwrap_problem",
+    "etc_entries",
     "unshare_argv",
     "unshare_problem",
 ]
@@ -54,7 +55,7 @@ KEPT_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID")
 _ETC = ("ld.so.cache", "alternatives", "ssl")  # node reads its OpenSSL config at start
 
 
-def _etc() -> list[str]:
+def etc_entries() -> list[str]:
     """The host's ``/etc`` entries a worker sees, read-only: `_ETC`, and each JDK's
     configuration (``/etc/java-17-openjdk``: the JVM reads ``jvm.cfg`` and its security
     properties there at start)."""
@@ -63,6 +64,7 @@ def _etc() -> list[str]:
     except OSError:
         java = []
     return [*_ETC, *java]
+
 
 NO_ISOLATION = (
     "To fix it: install bubblewrap (apt-get install bubblewrap) and, where it cannot create "
@@ -190,7 +192,7 @@ def _bwrap_options(python: str, root: bool, disk: int) -> list[str]:
     if prefix is not None:
         args += ["--ro-bind", prefix, prefix]
     args += ["--perms", "0755", "--dir", "/etc"]  # else not traversable by the job
-    for name in _etc():
+    for name in etc_entries():
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     size = str(disk)
     args += [
@@ -255,7 +257,7 @@ def _user_options(root: bool) -> list[list[str]]:
 
 def _jail(python: str, root: bool, disk: int, command: list[str]) -> list[str]:
     config = {"root": root, "disk": disk, "here": str(HERE), "prefix": _prefix(python)}
-    config |= {"etc": _etc(), "env": ZYGOTE_ENV, "command": command}
+    config |= {"etc": etc_entries(), "env": ZYGOTE_ENV, "command": command}
     program = _program()
     config["seccomp"] = program.hex() if program else None  # _jail loads it last
     return [python, "-I", "-S", str(HERE / "_jail.py"), json.dumps(config)]

@@ -8,9 +8,9 @@ bubblewrap does, drops capabilities and execs ``CONFIG["command"] + ARGS`` (the 
 1. a tmpfs over ``/tmp`` becomes the root for a moment, with the host's root under
    ``/oldroot`` (so no source path is hidden by the mounts made to build the new one);
 2. the new root is a tmpfs of its own: ``/usr`` (and the ``/bin``-style links, the
-   interpreter's prefix, referee's sandbox files at ``/opt/referee``, the ``/etc`` entries `_isolation` lists)
-   bound read-only, a fresh ``/proc`` with ``/proc/sys`` read-only, a minimal ``/dev``, and
-   size-limited tmpfs at ``/work``, ``/tmp``, ``/var/tmp`` and ``/dev/shm``;
+   interpreter's prefix, referee's sandbox files at ``/opt/referee``, the ``/etc`` entries
+   `_isolation` lists) bound read-only, a fresh ``/proc`` with ``/proc/sys`` read-only, a
+   minimal ``/dev``, and size-limited tmpfs at ``/work``, ``/tmp``, ``/var/tmp`` and ``/dev/shm``;
 3. the host's root is detached, the new root pivoted in and made read-only, as is ``/dev``;
 4. the capability bounding set keeps, as root, only what the zygote needs (none otherwise),
    no inheritable or ambient capabilities are left, and no_new_privs is set;

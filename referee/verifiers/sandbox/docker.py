@@ -40,7 +40,7 @@ from pydantic import Field
 
 from referee.errors import MissingDependency
 from referee.verifiers.sandbox import _seccomp, _wire
-from referee.verifiers.sandbox._isolation import HARDENING, KEPT_CAPS, ZYGOTE_ENV
+from referee.verifiers.sandbox._isolation import HARDENING, KEPT_CAPS, ZYGOTE_ENV, etc_entries
 from referee.verifiers.sandbox.base import BackendOptions, Limits, SandboxError
 from referee.verifiers.sandbox.pool import Worker, WorkerPool
 from referee.verifiers.sandbox.uids import claim_uid
@@ -224,8 +224,8 @@ class DockerSandbox(WorkerPool):
             "/usr": {"bind": "/usr", "mode": "ro"},
             socket_dir: {"bind": _SOCKET_DIR, "mode": "ro"},
         }
-        for extra in ("/etc/ssl", "/etc/alternatives"):
-            if os.path.isdir(extra):
+        for extra in (f"/etc/{name}" for name in etc_entries()):
+            if os.path.isdir(extra):  # (ssl, alternatives, each JDK's configuration)
                 volumes[extra] = {"bind": extra, "mode": "ro"}
         disk = limits.disk_bytes
         zygote = [self.python, "-s", "-S", "/opt/referee/_zygote.py", str(uid), "/work", "1"]
@@ -244,7 +244,8 @@ class DockerSandbox(WorkerPool):
                 network_mode="none",
                 read_only=True,
                 tmpfs={
-                    "/work": f"size={disk},mode=0711",
+                    # exec: a compiled program's build runs from the work dir, as locally.
+                    "/work": f"size={disk},mode=0711,exec",
                     "/tmp": f"size={disk},mode=1777",
                     "/var/tmp": f"size={disk},mode=1777",
                 },
