@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(
 
 # The sum of two integers per line, in each language.
 SUM = {
-    "c": '#include <stdio.h>\nint main(void) {\n  long long a, b;\n'
+    "c": "#include <stdio.h>\nint main(void) {\n  long long a, b;\n"
     '  while (scanf("%lld %lld", &a, &b) == 2) printf("%lld\\n", a + b);\n  return 0;\n}\n',
     "cpp": "#include <bits/stdc++.h>\nusing namespace std;\nint main() {\n  long long a, b;\n"
     '  while (cin >> a >> b) cout << a + b << "\\n";\n}\n',
@@ -83,10 +83,11 @@ def test_a_wrong_answer_is_named(language: str) -> None:
 
 RUNTIME_ERROR = {
     "c": "#include <stdlib.h>\nint main(void) { abort(); }\n",
-    "cpp": "#include <stdexcept>\nint main() { throw std::runtime_error(\"boom\"); }\n",
+    "cpp": '#include <stdexcept>\nint main() { throw std::runtime_error("boom"); }\n',
     "go": 'package main\n\nfunc main() { panic("boom") }\n',
     "rust": 'fn main() { panic!("boom"); }\n',
-    "java": 'public class Main { public static void main(String[] a) { throw new RuntimeException("boom"); } }\n',
+    "java": "public class Main { public static void main(String[] a) {\n"
+    '  throw new RuntimeException("boom");\n} }\n',
     "typescript": 'throw new Error("boom");\n',
 }
 
@@ -103,7 +104,8 @@ LOOP = {
     "cpp": "int main() { volatile int x = 0; for (;;) x++; }\n",
     "go": "package main\n\nfunc main() {\n\tx := 0\n\tfor {\n\t\tx++\n\t}\n}\n",
     "rust": "fn main() {\n    loop {}\n}\n",
-    "java": "public class Main { public static void main(String[] a) { long x = 0; while (true) x++; } }\n",
+    "java": "public class Main { public static void main(String[] a) {\n"
+    "  long x = 0;\n  while (true) x++;\n} }\n",
     "typescript": "let x = 0;\nwhile (true) x++;\n",
 }
 
@@ -181,7 +183,7 @@ def test_a_compile_error_is_cached_too_but_a_compile_timeout_is_not(
 
 
 def test_compile_flags_replace_the_defaults() -> None:
-    code = "#include <stdio.h>\nint main(void) { printf(\"%d\\n\", VALUE); }\n"
+    code = '#include <stdio.h>\nint main(void) { printf("%d\\n", VALUE); }\n'
     case = {"cases": [{"stdin": "", "stdout": "7"}]}
     assert grade("c", code, case).value == 0.0  # VALUE undefined: a compile error
     s = grade("c", code, case, compile_flags=["-O0", "-DVALUE=7"])
