@@ -6,8 +6,8 @@ are graded two ways in the same run, the sides alternating, with the same number
 
 - referee: `io_tests` in the local sandbox (the build in a job of its own, every case a clean
   job on that build, compared outside), its build cache cleared before each side's run;
-- plain: the same compilers (``/usr/bin``) and flags, then each case run with
-  ``subprocess.run`` on the host, no isolation and no limits (what a hand-written reward does).
+- plain: the same compilers (``/usr/bin``) and flags (Go with a fresh build cache, as every
+  sandbox job has), then each case run with ``subprocess.run`` on the host, no isolation and no limits (what a hand-written reward does).
 
 Prints rollouts/s of each and the sandbox's overhead as a ratio (referee / plain; 1.0 is
 free), best of three. Where the time goes: the build dominates for C++, Rust and Java, the
@@ -62,6 +62,7 @@ def plain_one(language: str, source: str, cases_: list[tuple[str, str]]) -> bool
             flags = " ".join(shlex.quote(f) for f in chain.flags)
             script = chain.script.format(flags=flags, source=shlex.quote(name))
             script = script.replace("&& cat prog.jar", "").replace("&& cat prog", "")
+            script = script.replace("/tmp/.go", f"{tmp}/.go")  # a fresh Go cache, as in a job
         subprocess.run(["sh", "-c", script], cwd=tmp, env=env, check=True, capture_output=True)
         if language == "typescript":
             argv = ["node", "prog.js"]

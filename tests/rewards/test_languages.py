@@ -211,6 +211,9 @@ def test_java_runs_the_public_class_in_its_package() -> None:
     s = grade("java", packaged)
     assert s.value == 1.0, s.reason
     assert languages.java_class(packaged) == ("Solver.java", "contest.a.Solver")
+    hidden = code.replace("public class Solver", "class Helper {}\nclass Solver")
+    assert languages.java_class(hidden) == ("Solver.java", "Solver")
+    assert grade("java", hidden).value == 1.0
 
 
 def test_java_heap_is_the_memory_limit() -> None:

@@ -202,11 +202,20 @@ _CLASS = re.compile(r"^\s*public\s+(?:(?:final|abstract|strictfp)\s+)*class\s+(\
 _PACKAGE = re.compile(r"^\s*package\s+([\w.]+)\s*;", re.MULTILINE)
 
 
+_ANY_CLASS = re.compile(r"\bclass\s+(\w+)")
+_MAIN = re.compile(r"\bstatic\s+void\s+main\s*\(")
+
+
 def java_class(source: str) -> tuple[str, str]:
     """(the source file's name, the class to run) of a Java program: its public class (in its
-    package), else ``Main``."""
+    package), else the class declared last before ``static void main``, else ``Main``."""
     found = _CLASS.search(source)
-    name = found.group(1) if found else "Main"
+    if found:
+        name = found.group(1)
+    else:
+        entry = _MAIN.search(source)
+        before = _ANY_CLASS.findall(source[: entry.start()]) if entry else []
+        name = before[-1] if before else "Main"
     package = _PACKAGE.search(source)
     return f"{name}.java", f"{package.group(1)}.{name}" if package else name
 
