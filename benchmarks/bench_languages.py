@@ -7,7 +7,8 @@ are graded two ways in the same run, the sides alternating, with the same number
 - referee: `io_tests` in the local sandbox (the build in a job of its own, every case a clean
   job on that build, compared outside), its build cache cleared before each side's run;
 - plain: the same compilers (``/usr/bin``) and flags (Go with a fresh build cache, as every
-  sandbox job has), then each case run with ``subprocess.run`` on the host, no isolation and no limits (what a hand-written reward does).
+  sandbox job has), then each case run with ``subprocess.run`` on the host, no isolation and
+  no limits (what a hand-written reward does).
 
 Prints rollouts/s of each and the sandbox's overhead as a ratio (referee / plain; 1.0 is
 free), best of three. Where the time goes: the build dominates for C++, Rust and Java, the
