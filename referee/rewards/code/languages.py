@@ -4,8 +4,9 @@ A compiled language is built once per rollout, in the sandbox, by a job of its o
 deadline and memory), whose standard output is the build: an executable, a jar, or JavaScript.
 That build is then handed to one job per case, as a file; so every case runs against the same
 build, each in a clean job. The host never runs or unpacks a build: it only carries its bytes.
-Builds are kept in a bounded cache keyed by the sandbox, the language, the flags and the
-source's digest, so a rollout scored twice (or two identical attempts) is compiled once.
+Builds are kept in a bounded cache keyed by the sandbox, the language, the flags, the compile
+limits and the source's digest, so a rollout scored twice (or two identical attempts) is
+compiled once.
 
 The program's source is hostile; so is what its compiler says about it, and what it prints.
 None of it can make a case pass: a case passes only when the program exits 0 on its own and
@@ -18,24 +19,33 @@ The flags, per language (``compile_flags`` replaces the defaults of the compiler
 - ``c``: ``gcc -std=gnu11 -O2 -pipe -o prog main.c -lm`` (Debian ``gcc``).
 - ``cpp``: ``g++ -std=gnu++17 -O2 -pipe -o prog main.cpp`` (Debian ``g++``).
 - ``go``: ``go build -o prog main.go`` with ``GO111MODULE=off CGO_ENABLED=0`` (one file, the
-  standard library only; Debian ``golang-go``). Go's runtime reserves address space lazily,
-  so the address-space limit is the memory limit as for C.
+  standard library only; Debian ``golang-go``). Run with ``GOMEMLIMIT=<memory_mb>MiB`` (the
+  collector's target, a soft limit); the runtime reserves about 700 MiB of address space
+  before ``main``, so the address-space limit, the hard one, is ``memory_mb`` plus
+  `RUNTIME_RESERVE_MB`.
 - ``rust``: ``rustc --edition 2021 -O -C strip=symbols -o prog main.rs`` (std only; Debian
   ``rustc``, which links with ``cc``).
 - ``java``: ``javac -encoding UTF-8`` then ``jar``; run as ``java -Xmx<memory_mb>m`` with the
   serial collector, the client compiler only (``-XX:TieredStopAtLevel=1``: a faster start) and
   bounded class and code spaces. The heap is the memory limit (as Codeforces counts Java's);
-  the address-space limit is ``memory_mb`` plus `JVM_RESERVE_MB`, which the JVM reserves
+  the address-space limit is ``memory_mb`` plus `RUNTIME_RESERVE_MB`, which the JVM reserves
   without using. The class run is the public class (in its package), else ``Main``. Debian
   ``default-jdk-headless``.
 - ``typescript``: transpiled, not type-checked (as ``tsx``, Bun, Deno and ``node
   --experimental-strip-types`` run TypeScript): a syntax error is a compile error, a type error
   is not. The transpiler is the ``typescript`` package the sandbox's ``tsc`` belongs to
-  (Debian ``node-typescript``); the program runs on ``node`` (Debian ``nodejs``).
+  (Debian ``node-typescript``); the program runs on ``node`` (Debian ``nodejs``) as
+  JavaScript does: ``--max-old-space-size=<memory_mb>`` (V8's heap; buffers live outside it),
+  the address space ``memory_mb`` plus `RUNTIME_RESERVE_MB` (node reserves about 720 MiB at
+  start).
+
+C, C++ and Rust run under the address-space limit alone: a C program whose ``malloc`` fails
+gets NULL, and a crash after it reads as a runtime error (signal 11), not a memory limit.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 import shlex
@@ -49,8 +59,8 @@ from referee.verifiers.sandbox import Job, Limits, RunResult, Sandbox
 
 __all__ = [
     "COMPILED",
-    "JVM_RESERVE_MB",
     "LANGUAGES",
+    "RUNTIME_RESERVE_MB",
     "Build",
     "Language",
     "Toolchain",
@@ -75,9 +85,11 @@ LANGUAGES: tuple[Language, ...] = (
     "typescript",
 )
 
-JVM_RESERVE_MB = 1024
-"""Address space a JVM reserves beyond its heap (class and code spaces, metaspace, the shared
-archive, thread stacks): added to Java's address-space limit, not to its heap."""
+RUNTIME_RESERVE_MB = 1024
+"""Address space a managed runtime reserves beyond its heap before the program runs (the JVM's
+class and code spaces, metaspace and shared archive; Go's page summaries, about 700 MiB;
+node's code range, about 720 MiB): added to the address-space limit of Java, Go, JavaScript and
+TypeScript programs, whose heap limit is their runtime's own."""
 
 _JVM = (
     "-XX:+UseSerialGC",
@@ -133,7 +145,8 @@ class Toolchain:
         flags: The compiler's default flags (``compile_flags`` replaces them).
         artifact: The build's file name in each case's job.
         tools: (program, Debian package) the sandbox must have.
-        memory: How the JVM's memory is set (``jvm``), else the address-space limit alone.
+        memory: How the memory limit is set: ``rlimit``, the address space alone; ``jvm``,
+            ``go``, ``node``, the runtime's own heap limit, the address space more.
     """
 
     source: str
@@ -141,7 +154,7 @@ class Toolchain:
     flags: tuple[str, ...]
     artifact: str
     tools: tuple[tuple[str, str], ...]
-    memory: Literal["rlimit", "jvm"] = "rlimit"
+    memory: Literal["rlimit", "jvm", "go", "node"] = "rlimit"
 
 
 _JVM_J = " ".join(f"-J{flag}" for flag in _JVM)
@@ -168,6 +181,7 @@ COMPILED: dict[str, Toolchain] = {
         (),
         "prog",
         (("go", "golang-go"),),
+        memory="go",
     ),
     "rust": Toolchain(
         "main.rs",
@@ -192,6 +206,7 @@ COMPILED: dict[str, Toolchain] = {
         (),
         "prog.js",
         (("node", "nodejs"), ("tsc", "node-typescript")),
+        memory="node",
     ),
 }
 """The compiled languages (the others run their source as it is)."""
@@ -238,8 +253,8 @@ class Build:
 
 
 class _Builds:
-    """Builds by (sandbox options, language, flags, source digest), least recently used out
-    first, at most `max_bytes` of artifacts."""
+    """Builds by (sandbox options, language, flags, compile limits, source digest), least
+    recently used out first, at most `max_bytes` of artifacts."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
@@ -339,7 +354,7 @@ def build(
     chain = COMPILED[language]
     flags = chain.flags if flags is None else flags
     digest = hashlib.sha256(source.encode()).hexdigest()
-    key = (options, language, flags, digest)
+    key = (options, language, flags, timeout, memory_mb, digest)  # out of memory is a verdict
     hit = BUILDS.get(key)
     if hit is not None:
         return Build(hit.artifact, hit.error, hit.main)
@@ -364,37 +379,41 @@ def build(
     return done
 
 
+def _reserved(limits: Limits) -> Limits:
+    """A managed runtime's limits: its address space `RUNTIME_RESERVE_MB` over its heap."""
+    return dataclasses.replace(
+        limits, memory_bytes=limits.memory_bytes + (RUNTIME_RESERVE_MB << 20)
+    )
+
+
 def case_job(language: str, code: str, built: Build | None, stdin: bytes, limits: Limits) -> Job:
-    """One case's job: the build (or the source) run on the case's input."""
+    """One case's job: the build (or the source) run on the case's input, under `limits` as
+    the language reads them (see the module's docstring: a managed runtime's heap is
+    ``memory_bytes``, its address space more)."""
+    heap = limits.memory_bytes >> 20
+    node = ("node", f"--max-old-space-size={heap}")
     if language == "python":
         return Job(source=code, stdin=stdin, limits=limits)
     if language == "javascript":
-        return Job(command=("node", "main.js"), files={"main.js": code}, stdin=stdin, limits=limits)
+        files: dict[str, str | bytes] = {"main.js": code}
+        return Job(command=(*node, "main.js"), files=files, stdin=stdin, limits=_reserved(limits))
     if language == "bash":
         return Job(command=("bash", "main.sh"), files={"main.sh": code}, stdin=stdin, limits=limits)
     assert built is not None
     chain = COMPILED[language]
-    files: dict[str, str | bytes] = {chain.artifact: built.artifact}
-    if language == "typescript":
-        return Job(command=("node", chain.artifact), files=files, stdin=stdin, limits=limits)
+    files = {chain.artifact: built.artifact}
+    if chain.memory == "node":
+        argv: tuple[str, ...] = (*node, chain.artifact)
+        return Job(command=argv, files=files, stdin=stdin, limits=_reserved(limits))
     if chain.memory == "jvm":
-        heap = limits.memory_bytes >> 20
-        reserve = limits.memory_bytes + (JVM_RESERVE_MB << 20)
         argv = ("java", f"-Xmx{heap}m", *_JVM, "-cp", chain.artifact, built.main)
-        return Job(
-            command=argv,
-            files=files,
-            stdin=stdin,
-            limits=Limits(
-                cpu_seconds=limits.cpu_seconds,
-                wall_seconds=limits.wall_seconds,
-                memory_bytes=reserve,
-                output_bytes=limits.output_bytes,
-            ),
-        )
+        return Job(command=argv, files=files, stdin=stdin, limits=_reserved(limits))
     # Files arrive without the execute bit (the same for every backend): the shell sets it.
-    run = ("sh", "-c", f"chmod 755 {chain.artifact} && exec ./{chain.artifact}")
-    return Job(command=run, files=files, stdin=stdin, limits=limits)
+    run = f"chmod 755 {chain.artifact} && exec ./{chain.artifact}"
+    if chain.memory == "go":
+        run = f"chmod 755 {chain.artifact} && GOMEMLIMIT={heap}MiB exec ./{chain.artifact}"
+        return Job(command=("sh", "-c", run), files=files, stdin=stdin, limits=_reserved(limits))
+    return Job(command=("sh", "-c", run), files=files, stdin=stdin, limits=limits)
 
 
 _OUT_OF_MEMORY = (
@@ -406,6 +425,7 @@ _OUT_OF_MEMORY = (
     "fatal error: out of memory",
     "memory allocation of",  # Rust's allocator ("memory allocation of N bytes failed")
     "JavaScript heap out of memory",  # node
+    "Array buffer allocation failed",
     "Allocation failed - process out of memory",
 )
 
@@ -435,5 +455,11 @@ def verdict(result: RunResult, cpu_seconds: float) -> str:
             return "time limit (CPU)"
         return "memory limit (killed)"
     how = result.describe()
-    last = result.stderr.decode(errors="replace").strip().splitlines()[-1:]
-    return f"runtime error ({how})" + (f": {last[0][:200]}" if last else "")
+    lines = result.stderr.decode(errors="replace").strip().splitlines()
+    # The runtime's own words (Go's "panic: ..." sits above its stack), else the last line.
+    said_first = [line for line in lines if _CRASH.match(line)]
+    line = (said_first or lines[-1:] or [""])[0]
+    return f"runtime error ({how})" + (f": {line[:200]}" if line else "")
+
+
+_CRASH = re.compile(r"(panic: |fatal error: |thread '.*' panicked|Exception in thread )")
