@@ -462,4 +462,6 @@ def verdict(result: RunResult, cpu_seconds: float) -> str:
     return f"runtime error ({how})" + (f": {line[:200]}" if line else "")
 
 
-_CRASH = re.compile(r"(panic: |fatal error: |thread '.*' panicked|Exception in thread )")
+_CRASH = re.compile(
+    r"(panic: |fatal error: |thread '.*' panicked|Exception in thread |[\w.]*(Error|Exception): )"
+)
