@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import pickle
 import re
+import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -116,6 +117,18 @@ def _reasoning_gym() -> list[Rollout]:
     return [make(answer, entry_reference(entry))]
 
 
+def _sql_rollouts(db: Path) -> list[Rollout]:
+    """A right and a wrong query against a one-row database."""
+    if not db.exists():
+        conn = sqlite3.connect(db)
+        conn.execute("CREATE TABLE t (a INTEGER)")
+        conn.execute("INSERT INTO t VALUES (1)")
+        conn.commit()
+        conn.close()
+    reference = {"sql": "SELECT a FROM t", "db": str(db)}
+    return [make("SELECT 1", reference), make("SELECT 2", reference)]
+
+
 def case(kind: str, judge_urls: dict[str, str], patch_repo: Path) -> Case:
     """What `kind` is scored on; ROLLOUTS where they give every type a value already."""
     judge = {"api_base": judge_urls[kind], "structured": "prompt"} if kind in JUDGES else {}
@@ -155,6 +168,8 @@ def case(kind: str, judge_urls: dict[str, str], patch_repo: Path) -> Case:
     }
     if kind == "reasoning_gym":
         return Case(_reasoning_gym(), {})
+    if kind == "sql_match":
+        return Case(_sql_rollouts(patch_repo.parent / "pickle.sqlite"), {})
     return Case(rollouts.get(kind, ROLLOUTS), judge)
 
 

@@ -268,6 +268,7 @@ def _check_types() -> list[str]:
 def test_where_each_builtin_runs() -> None:
     runs = {n: lookup(n).default_run_in for n in _check_types()}
     assert runs.pop("reasoning_gym") == "process"  # code referee did not write
+    assert runs.pop("sql_match") == "process"  # SQLite's functions can spin in C
     assert runs.pop("python") == "process"  # yours, named by a spec
     assert set(runs.values()) == {"inline"}  # bounded: referee's own
     assert referee.reward(lambda r: 1.0).runs_in == "process"  # yours

@@ -18,6 +18,7 @@ from referee.rewards.ranking import GroupRank
 from referee.rewards.reasoning import ReasoningGym
 from referee.rewards.retrieval import Retrieval
 from referee.rewards.similarity import TextSimilarity
+from referee.rewards.sql import SqlMatch
 from referee.rewards.text import Contains, ExactMatch, Format, Regex
 from referee.rewards.tools import ToolCallMatch
 
@@ -51,6 +52,7 @@ __all__ = [
     "Retrieval",
     "RewardModel",
     "RubricJudge",
+    "SqlMatch",
     "TextSimilarity",
     "ToolCallMatch",
     "ToolUse",

@@ -67,6 +67,8 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "process_reward_model": {**PROCESS_REWARD_MODEL_OPTIONS, "fold": "mean"},
     # reference_key "a": the test references' number, so the metric itself runs (as text "1")
     "text_similarity": {"metric": "chrf", "reference_key": "a", "lowercase": True},
+    # the test references name no database: a quick, deterministic Failure("not_applicable")
+    "sql_match": {"order": "respect", "rel_tol": 1e-9, "timeout": 2, "max_rows": 1000},
     "reasoning_gym": {"dataset": "chain_sum", "configs": {"chain_sum": {"seed": 1}}},
     # a function in a plain file, named by its path (relative paths are the spec's folder's)
     "python": {

@@ -1,0 +1,707 @@
+"""`sql_match`: text-to-SQL graded by running it, as BIRD grades it.
+
+The completion's query (its last fenced ``sql`` block, else the whole text) and the gold query
+run against the task's SQLite database; the completion scores 1.0 when the two results hold the
+same rows. BIRD's evaluation (``evaluation.py``) runs both and compares
+``set(predicted_rows) == set(gold_rows)``: rows are tuples, so column order counts and column
+names do not; row order and duplicate rows do not count. That is ``order: ignore``, the default;
+``order: respect`` compares the two lists of rows (order and duplicates count). ``rel_tol`` /
+``abs_tol`` let numbers differ a little (`rows_match`).
+
+The policy's query is hostile; the gold query and the database are the user's. Both run on a
+connection that cannot change anything (`_Database`): opened read-only (``mode=ro``), with an
+authorizer that allows reading and calling functions only (no ATTACH, PRAGMA, transaction or
+write of any kind; ``load_extension`` and ``fts3_tokenizer`` refused), no attached databases,
+one statement per query, a length cap on every value (``max_value_bytes``), a deadline checked
+every thousand virtual-machine steps (``timeout``: a ``WITH RECURSIVE`` with no end is
+interrupted), and caps on the rows and bytes fetched.
+
+Where it runs: in a worker process (`referee.workers`) by default, not inline, because some of
+SQLite's functions spend unbounded time inside one virtual-machine step, where the deadline
+check never runs (measured, SQLite 3.40, one core: ``printf('%.*c', 2000000000, 'x')`` 15 s;
+``instr`` of two strings of 1 MB and 0.5 MB, 8 s), and fetching one row of 1,000 copies of a
+1 MB blob took 28 s and 7 GB. A worker is killed at the reward's deadline, and there
+SQLite's heap is capped (``memory_mb``) and its temporary tables kept in that heap, so neither
+memory nor disk grows past it. ``run_in: inline`` is faster and keeps every limit but those.
+
+A query of the policy's that fails, runs past ``timeout`` or returns too much scores 0 with the
+reason (SQLite's own error text); the gold query failing is a Failure, never a 0: the data is
+wrong, not the policy.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import sqlite3
+import threading
+import time
+from bisect import bisect_left, bisect_right
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from referee.errors import NotApplicable, VerifierTimeout
+from referee.registry import register
+from referee.reward import CheckReward, Need
+from referee.rewards._common import clip_text, short
+from referee.rewards._extract import fenced_blocks
+from referee.rollout import Rollout
+from referee.scores import Score
+from referee.workers import RunIn, in_worker
+
+__all__ = [
+    "Limits",
+    "QueryError",
+    "QueryOutcome",
+    "RowOrder",
+    "SqlMatch",
+    "extract_sql",
+    "rows_match",
+    "run_query",
+]
+
+RowOrder = Literal["ignore", "respect"]
+"""How two results' rows are compared: ``ignore`` (BIRD: as sets of rows; order and duplicates
+do not count) or ``respect`` (as lists: the same rows in the same order, duplicates counted)."""
+
+Row = tuple[Any, ...]
+
+_SQL_TAGS = frozenset({"sql", "sqlite", ""})
+_ALLOWED = frozenset(
+    {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
+)
+# load_extension is off in the connection too; fts3_tokenizer hands out a C pointer.
+_REFUSED_FUNCTIONS = frozenset({"load_extension", "fts3_tokenizer"})
+# The authorizer's action codes, for reasons (the module's other SQLITE_ names are result codes,
+# some with the same numbers).
+_ACTIONS = {
+    getattr(sqlite3, f"SQLITE_{name}"): name.replace("_", " ")
+    for name in (
+        "CREATE_INDEX", "CREATE_TABLE", "CREATE_TEMP_INDEX", "CREATE_TEMP_TABLE",
+        "CREATE_TEMP_TRIGGER", "CREATE_TEMP_VIEW", "CREATE_TRIGGER", "CREATE_VIEW", "DELETE",
+        "DROP_INDEX", "DROP_TABLE", "DROP_TEMP_INDEX", "DROP_TEMP_TABLE", "DROP_TEMP_TRIGGER",
+        "DROP_TEMP_VIEW", "DROP_TRIGGER", "DROP_VIEW", "INSERT", "PRAGMA", "READ", "SELECT",
+        "TRANSACTION", "UPDATE", "ATTACH", "DETACH", "ALTER_TABLE", "REINDEX", "ANALYZE",
+        "CREATE_VTABLE", "DROP_VTABLE", "FUNCTION", "SAVEPOINT", "RECURSIVE",
+    )
+}  # fmt: skip
+_STEPS = 1000  # virtual-machine steps between two deadline checks
+_CONNECTIONS = 8  # open databases kept per thread
+_GOLD_ENTRIES = 256  # gold results kept per reward (a GRPO group shares one)
+_GOLD_BYTES = 64 << 20
+_PATHS = 4096  # resolved database paths kept per reward
+_DB_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
+
+def extract_sql(text: str) -> str:
+    """The query in a completion: its last fenced ``sql``/``sqlite`` (or untagged) block, else
+    the whole text; stripped, trailing semicolons dropped."""
+    blocks = [body for _, tag, body in fenced_blocks(text) if tag.lower() in _SQL_TAGS]
+    sql = blocks[-1] if blocks else text
+    return sql.strip().rstrip("; \t\r\n\f\v")
+
+
+# --- running a query ----------------------------------------------------------------------
+
+
+QueryOutcome = Literal["error", "timeout", "refused", "too_large", "memory", "not_a_query"]
+
+
+class QueryError(Exception):
+    """A query gave no rows: what happened, and what to say of it after "the query"
+    (``failed: no such table: t``, ``timed out after 5s``), SQLite's error text included."""
+
+    def __init__(self, kind: QueryOutcome, message: str) -> None:
+        super().__init__(message)
+        self.kind: QueryOutcome = kind
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What one query may use (the reward's options, in SQLite's units)."""
+
+    timeout: float
+    max_rows: int
+    max_bytes: int
+    max_value_bytes: int
+    max_sql_bytes: int
+    heap_bytes: int | None  # SQLite's process-wide hard heap limit; only in a worker
+
+
+class _Guard:
+    """A connection's authorizer and deadline: what was refused, and whether time ran out."""
+
+    __slots__ = ("denied", "fired", "until")
+
+    def __init__(self) -> None:
+        self.until = 0.0
+        self.fired = False
+        self.denied: str | None = None
+
+    def progress(self) -> int:
+        if time.monotonic() > self.until:
+            self.fired = True
+            return 1  # nonzero: SQLite interrupts the statement
+        return 0
+
+    def authorize(
+        self, action: int, arg1: str | None, arg2: str | None, db: str | None, trigger: str | None
+    ) -> int:
+        if action in _ALLOWED and (
+            action != sqlite3.SQLITE_FUNCTION or (arg2 or "").lower() not in _REFUSED_FUNCTIONS
+        ):
+            return sqlite3.SQLITE_OK
+        if self.denied is None:
+            what = _ACTIONS.get(action, f"action {action}")
+            detail = arg2 if action == sqlite3.SQLITE_FUNCTION else arg1
+            self.denied = f"{what} {detail}" if detail else what
+        return sqlite3.SQLITE_DENY
+
+
+_heap_limit = 0  # the hard heap limit this process has set (0: none); SQLite only lowers it
+_heap_lock = threading.Lock()
+
+
+def _lower_heap_limit(limit: int) -> None:
+    """Lower SQLite's process-wide hard heap limit to `limit` bytes (a PRAGMA can only lower
+    it, so the lowest `memory_mb` seen in a worker holds for its life)."""
+    global _heap_limit
+    with _heap_lock:
+        if _heap_limit and _heap_limit <= limit:
+            return
+        control = sqlite3.connect(":memory:")
+        try:
+            control.execute(f"PRAGMA hard_heap_limit={int(limit)}")
+        finally:
+            control.close()
+        _heap_limit = limit
+
+
+class _Database:
+    """One SQLite file, opened so that no query can change it or anything else."""
+
+    def __init__(self, path: str, stamp: tuple[int, ...], in_memory_temp: bool) -> None:
+        self.path = path
+        self.stamp = stamp
+        self.guard = _Guard()
+        conn = sqlite3.connect(
+            Path(path).as_uri() + "?mode=ro", uri=True, isolation_level=None, cached_statements=64
+        )
+        try:
+            if hasattr(conn, "enable_load_extension"):  # absent where Python was built without
+                conn.enable_load_extension(False)
+            if in_memory_temp:  # in a worker, whose heap is capped: no temporary files at all
+                conn.execute("PRAGMA temp_store=MEMORY")
+            conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+            conn.setlimit(sqlite3.SQLITE_LIMIT_WORKER_THREADS, 0)
+            conn.set_authorizer(self.guard.authorize)
+            conn.set_progress_handler(self.guard.progress, _STEPS)
+        except BaseException:
+            conn.close()
+            raise
+        self.conn = conn
+        self._limits: tuple[int, int] = (-1, -1)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def rows(self, sql: str, limits: Limits) -> tuple[list[Row], int]:
+        """The rows `sql` gives and their size in bytes (about); QueryError if none."""
+        if limits.heap_bytes is not None:
+            _lower_heap_limit(limits.heap_bytes)
+        if self._limits != (limits.max_value_bytes, limits.max_sql_bytes):
+            self.conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, limits.max_value_bytes)
+            self.conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, limits.max_sql_bytes)
+            self._limits = (limits.max_value_bytes, limits.max_sql_bytes)
+        guard = self.guard
+        guard.denied, guard.fired = None, False
+        guard.until = time.monotonic() + limits.timeout
+        cursor = self.conn.cursor()
+        rows: list[Row] = []
+        size = 0
+        try:
+            cursor.execute(sql)
+            if cursor.description is None:
+                raise QueryError("not_a_query", "is no query (it gives no result set)")
+            for row in cursor:  # one row at a time: a cap is checked before the next is made
+                rows.append(row)
+                size += _row_bytes(row)
+                if len(rows) > limits.max_rows:
+                    raise QueryError(
+                        "too_large", f"returned more than {limits.max_rows:,} rows (max_rows)"
+                    )
+                if size > limits.max_bytes:
+                    raise QueryError(
+                        "too_large",
+                        f"returned more than {limits.max_bytes >> 20} MiB of rows (max_result_mb)",
+                    )
+        except MemoryError:
+            raise QueryError("memory", "ran out of memory (memory_mb)") from None
+        except (sqlite3.Error, ValueError, OverflowError) as exc:
+            raise self._failed(exc, limits) from None
+        finally:
+            cursor.close()
+        return rows, size
+
+    def _failed(self, exc: Exception, limits: Limits) -> QueryError:
+        text = str(exc) or type(exc).__name__
+        if self.guard.fired:
+            return QueryError("timeout", f"timed out after {limits.timeout:g}s")
+        if self.guard.denied is not None:
+            denied = self.guard.denied
+            return QueryError("refused", f"was refused: {denied} is not allowed ({text})")
+        if isinstance(exc, sqlite3.DataError) and "too big" in text:
+            return QueryError(
+                "too_large", f"failed: {text} (max_value_bytes is {limits.max_value_bytes:,})"
+            )
+        if isinstance(exc, sqlite3.ProgrammingError) and "one statement" in text:
+            return QueryError("refused", f"was refused: one statement only ({text})")
+        return QueryError("error", f"failed: {text}")
+
+
+def _row_bytes(row: Row) -> int:
+    size = 16 * len(row)
+    for value in row:
+        if type(value) is str or type(value) is bytes:
+            size += len(value)
+    return size
+
+
+_local = threading.local()
+
+
+def _database(path: str, worker: bool) -> _Database:
+    """This thread's open connection to `path` (one per thread: a connection's deadline and
+    authorizer state are its own), reopened when the file changed."""
+    st = os.stat(path)
+    stamp = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    pid = os.getpid()
+    if getattr(_local, "pid", None) != pid:  # never a connection from before a fork
+        _local.pid, _local.open = pid, OrderedDict()
+    opened: OrderedDict[str, _Database] = _local.open
+    db = opened.get(path)
+    if db is not None and db.stamp == stamp:
+        opened.move_to_end(path)
+        return db
+    if db is not None:
+        del opened[path]
+        db.close()
+    db = opened[path] = _Database(path, stamp, worker)
+    while len(opened) > _CONNECTIONS:
+        opened.popitem(last=False)[1].close()
+    return db
+
+
+def _forget(path: str) -> None:
+    """Close this thread's connection to `path` (after SQLite ran out of memory on it)."""
+    opened: OrderedDict[str, _Database] | None = getattr(_local, "open", None)
+    if opened is not None and path in opened:
+        opened.pop(path).close()
+
+
+def _rows(db: _Database, sql: str, limits: Limits) -> tuple[list[Row], int]:
+    try:
+        return db.rows(sql, limits)
+    except QueryError as exc:
+        if exc.kind == "memory":  # a connection that ran out of memory is not kept
+            _forget(db.path)
+        raise
+
+
+def run_query(path: str, sql: str, limits: Limits) -> tuple[list[Row], int]:
+    """The rows `sql` gives on the SQLite database at `path` (opened read-only, under the
+    authorizer and `limits`), and their size in bytes, about; QueryError if it gives none."""
+    return _rows(_database(os.path.realpath(path), limits.heap_bytes is not None), sql, limits)
+
+
+# --- comparing results --------------------------------------------------------------------
+
+
+def _is_number(value: object) -> bool:
+    return type(value) is int or type(value) is float
+
+
+def _close(a: object, b: object, rel_tol: float, abs_tol: float) -> bool:
+    """Equal cells, or numbers within the tolerance where either is a float (two integers must
+    be equal: a count off by one is no rounding error)."""
+    if a == b:
+        return True
+    if (type(a) is float and _is_number(b)) or (type(b) is float and _is_number(a)):
+        return math.isclose(a, b, rel_tol=rel_tol, abs_tol=abs_tol)  # type: ignore[arg-type]
+    return False
+
+
+def _rows_close(a: Row, b: Row, rel_tol: float, abs_tol: float) -> bool:
+    return len(a) == len(b) and all(
+        _close(x, y, rel_tol, abs_tol) for x, y in zip(a, b, strict=True)
+    )
+
+
+_NUMBER = object()  # stands for a numeric cell in a row's shape
+
+
+class _Index:
+    """Rows grouped by their shape (length, and every non-numeric cell), each group sorted by
+    its first numeric cell: the rows within tolerance of a row are looked for in a window of
+    one group, not among all rows."""
+
+    def __init__(self, rows: Sequence[Row], rel_tol: float, abs_tol: float) -> None:
+        self.rel_tol, self.abs_tol = rel_tol, abs_tol
+        groups: dict[tuple[Any, ...], list[tuple[float, Row]]] = {}
+        for row in rows:
+            groups.setdefault(_shape(row), []).append((_first_number(row), row))
+        self.groups = {k: sorted(v, key=lambda kv: kv[0]) for k, v in groups.items()}
+        self.keys = {k: [kv[0] for kv in v] for k, v in self.groups.items()}
+
+    def has_close(self, row: Row) -> bool:
+        group = self.groups.get(_shape(row))
+        if group is None:
+            return False
+        first = _first_number(row)
+        width = self._width(first)
+        keys = self.keys[_shape(row)]
+        lo = bisect_left(keys, first - width)
+        hi = bisect_right(keys, first + width)
+        return any(_rows_close(row, other, self.rel_tol, self.abs_tol) for _, other in group[lo:hi])
+
+    def _width(self, value: float) -> float:
+        """How far from `value` a close number can be: |a-b| <= max(rel*max(|a|,|b|), abs)
+        and |b| <= |a| + |a-b| give |a-b| <= max(abs, rel*|a| / (1 - rel))."""
+        if self.rel_tol >= 1.0 or math.isinf(value):
+            return math.inf
+        return max(self.abs_tol, self.rel_tol * abs(value) / (1.0 - self.rel_tol))
+
+
+def _shape(row: Row) -> tuple[Any, ...]:
+    return tuple(_NUMBER if _is_number(v) else v for v in row)
+
+
+def _first_number(row: Row) -> float:
+    for value in row:
+        if _is_number(value):
+            return float(value)
+    return 0.0
+
+
+def rows_match(
+    predicted: Sequence[Row],
+    gold: Sequence[Row],
+    order: RowOrder = "ignore",
+    rel_tol: float = 0.0,
+    abs_tol: float = 0.0,
+) -> tuple[bool, str]:
+    """Whether two results hold the same rows, and a reason.
+
+    ``order: ignore`` is BIRD's ``set(predicted) == set(gold)``: rows are tuples, compared as
+    sets (duplicates collapse, order does not count). ``respect`` compares the lists.
+    With a tolerance, two cells match when they are equal, or when both are numbers, one of
+    them a float, and ``math.isclose(a, b, rel_tol=rel_tol, abs_tol=abs_tol)``; rows match
+    cell by cell (the same length). Under ``ignore`` the sets are then equal when every
+    predicted row matches some gold row and every gold row some predicted row (with no
+    tolerance, exactly set equality).
+    """
+    tolerant = rel_tol > 0.0 or abs_tol > 0.0
+    if order == "respect":
+        if len(predicted) != len(gold):
+            return False, f"{len(predicted)} rows, gold {len(gold)}"
+        for i, (p, g) in enumerate(zip(predicted, gold, strict=True)):
+            if not (p == g or (tolerant and _rows_close(p, g, rel_tol, abs_tol))):
+                return False, f"row {i + 1} is {short(p)}, gold {short(g)}"
+        return True, f"the same {len(gold)} rows in order"
+    # dicts, not sets: distinct rows in the results' own order, so a reason names the same row
+    # in every process (a set's order follows string hashes, which differ process to process)
+    mine, theirs = dict.fromkeys(predicted), dict.fromkeys(gold)
+    extra = [row for row in mine if row not in theirs]
+    missing = [row for row in theirs if row not in mine]
+    if tolerant and (extra or missing):
+        if extra:
+            gold_index = _Index(list(theirs), rel_tol, abs_tol)
+            extra = [row for row in extra if not gold_index.has_close(row)]
+        if missing and not extra:
+            mine_index = _Index(list(mine), rel_tol, abs_tol)
+            missing = [row for row in missing if not mine_index.has_close(row)]
+    if not extra and not missing:
+        return True, f"the same {len(theirs)} distinct rows"
+    counts = f"{len(mine)} distinct rows, gold {len(theirs)}"
+    if extra:
+        return False, f"{counts}; not in gold: {short(extra[0])}"
+    return False, f"{counts}; missing: {short(missing[0])}"
+
+
+# --- the reward ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Gold:
+    rows: list[Row] | None
+    error: QueryError | None
+    size: int
+
+
+class _GoldCache:
+    """Gold results by (database file and its state, gold query): bounded, thread-safe."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.entries: OrderedDict[tuple[Any, ...], _Gold] = OrderedDict()
+        self.size = 0
+
+    def get(self, key: tuple[Any, ...]) -> _Gold | None:
+        with self.lock:
+            found = self.entries.get(key)
+            if found is not None:
+                self.entries.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[Any, ...], gold: _Gold) -> None:
+        if gold.size > _GOLD_BYTES // 4:
+            return
+        with self.lock:
+            if key in self.entries:
+                return
+            self.entries[key] = gold
+            self.size += gold.size
+            while len(self.entries) > _GOLD_ENTRIES or self.size > _GOLD_BYTES:
+                self.size -= self.entries.popitem(last=False)[1].size
+
+
+@register("sql_match")
+@dataclass(kw_only=True)
+class SqlMatch(CheckReward):
+    """1.0 when the completion's SQL returns the gold query's rows, as BIRD grades text-to-SQL.
+
+    Both queries run against the task's SQLite database, opened read-only; the results match
+    when they hold the same set of rows (BIRD's ``set(predicted) == set(gold)``: column order
+    counts, column names, row order and duplicate rows do not), or with ``order: respect`` the
+    same list of rows. The query is the completion's last fenced ``sql`` (or untagged) block,
+    else the whole completion, trailing semicolons dropped.
+
+    The reference is the gold SQL as text (the database is then `database_file`), or a mapping:
+    the gold SQL under ``sql`` (or BIRD's ``SQL``, Spider's ``query``) and the database under
+    ``db`` (a path) or ``db_id`` (``<db_id>/<db_id>.sqlite`` under `database_root`, BIRD's and
+    Spider's layout); a database the reference names wins over `database_file`. A rollout
+    without a reference is ``not_applicable``.
+
+    The policy's query may only read: no ATTACH, PRAGMA, transaction or write, no extension,
+    one statement, each value at most `max_value_bytes`, stopped at `timeout` (a ``WITH
+    RECURSIVE`` that never ends), at most `max_rows` rows and `max_result_mb` of them. One that
+    fails, is refused, runs past `timeout` or returns too much scores 0, the reason giving
+    SQLite's error. A gold query that does any of these is a Failure (``not_applicable``,
+    ``timeout``), never a 0. It runs in a worker process by default, killed at its deadline
+    (``2 * timeout + 5`` s), with SQLite's heap capped at `memory_mb`: some SQLite functions
+    spin in C where the `timeout` check cannot reach.
+
+    Attributes:
+        order: ``ignore`` (BIRD: the rows as sets; order and duplicates do not count) or
+            ``respect`` (the same rows in the same order, duplicates counted).
+        rel_tol: Numbers may differ by this much relative to the larger (``math.isclose``),
+            where either is a float; two integers must be equal. 0: exact, as BIRD.
+        abs_tol: Numbers may differ by this much, where either is a float. 0: exact.
+        database_file: The SQLite database for references that name none (relative paths in
+            a spec file resolve against the spec's folder).
+        database_root: The folder a reference's ``db`` and ``db_id`` are found in, which they
+            may not leave (no ``..``, links followed). None: a ``db`` path is taken as given
+            (a relative one from the working directory), a power only a trusted reference may
+            have (`reference_powers`), and a ``db_id`` is looked up in the working directory.
+        timeout: Seconds each query may run (the gold query and the completion's).
+        max_rows: The most rows a result may have; the policy's over it scores 0, the gold's
+            is a Failure.
+        max_result_mb: The most MiB of values a result may hold (as for `max_rows`).
+        max_value_bytes: The longest string or blob a query may read or make (SQLite's
+            ``SQLITE_LIMIT_LENGTH``).
+        max_query_chars: The longest query run; a longer one scores 0 unread.
+        memory_mb: SQLite's heap in a worker process, in MiB (its process-wide hard heap
+            limit, which SQLite only lowers: the lowest of the rewards in one worker holds).
+            Not applied with ``run_in: inline`` or ``thread``.
+
+    Example:
+        ```yaml
+        type: sql_match
+        database_root: data/bird/dev_databases
+        order: ignore
+        timeout: 5
+        ```
+    """
+
+    default_run_in: ClassVar[RunIn] = "process"  # SQLite's functions can spin in C
+
+    order: RowOrder = "ignore"
+    rel_tol: float = 0.0
+    abs_tol: float = 0.0
+    database_file: str | None = None
+    database_root: str | None = None
+    timeout: float = 5.0
+    max_rows: int = 100_000
+    max_result_mb: int = 64
+    max_value_bytes: int = 1 << 20
+    max_query_chars: int = 100_000
+    memory_mb: int = 512
+    name: str = "sql_match"
+    _cache: _GoldCache = field(init=False, repr=False, compare=False, default_factory=_GoldCache)
+    _paths: dict[tuple[str, bool, str], str] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
+
+    def __post_init__(self) -> None:
+        if not self.timeout > 0:
+            raise ValueError(f"timeout must be positive, got {self.timeout!r}")
+        if self.rel_tol < 0 or self.abs_tol < 0:
+            raise ValueError(f"rel_tol and abs_tol must be >= 0, got {self.rel_tol}/{self.abs_tol}")
+        for key in ("max_rows", "max_result_mb", "max_value_bytes", "max_query_chars", "memory_mb"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"{key} must be at least 1, got {getattr(self, key)!r}")
+        if self.database_file is not None and not os.path.isfile(self.database_file):
+            raise ValueError(
+                f"database_file {self.database_file!r} is not a file "
+                f"(resolved to {os.path.abspath(self.database_file)!r})"
+            )
+        self._cache = _GoldCache()
+        self._paths = {}
+
+    def needs(self) -> frozenset[Need]:
+        """The gold query."""
+        return frozenset({"reference"})
+
+    def reference_powers(self) -> tuple[str, ...]:
+        """What a reference makes this reward do on the host: open the database file it
+        names, anywhere, unless `database_root` confines it (and a mismatch's reason quotes
+        a row of what it read)."""
+        if self.database_root is None:
+            return ("opens the database file each reference names (db), anywhere on the host",)
+        return ()
+
+    def default_deadline(self) -> float | None:
+        """Both queries' ``timeout`` and a margin: a query spinning in C inside one of SQLite's
+        functions, where ``timeout`` cannot reach, is stopped here."""
+        return 2 * self.timeout + 5.0
+
+    def limits(self) -> Limits:
+        """The limits each query runs under, from the options (and where it runs)."""
+        return Limits(
+            timeout=self.timeout,
+            max_rows=self.max_rows,
+            max_bytes=self.max_result_mb << 20,
+            max_value_bytes=self.max_value_bytes,
+            max_sql_bytes=4 * self.max_query_chars + 1,  # UTF-8: at most 4 bytes a character
+            heap_bytes=(self.memory_mb << 20) if in_worker() else None,
+        )
+
+    def check(self, rollout: Rollout) -> Score:
+        gold_sql, path, given = self._task(rollout.reference)
+        limits = self.limits()
+        try:
+            db = _database(path, limits.heap_bytes is not None)
+        except FileNotFoundError:
+            raise NotApplicable(f"database {given!r} not found (looked for {path!r})") from None
+        except (OSError, sqlite3.Error) as exc:
+            raise NotApplicable(f"database {given!r} ({path!r}) cannot be opened: {exc}") from None
+        gold = self._gold_rows(db, gold_sql, limits)
+        sql = extract_sql(rollout.completion_text)
+        if not sql:
+            return Score(value=0.0, reason="no SQL in the completion")
+        if len(sql) > self.max_query_chars:
+            return Score(
+                value=0.0,
+                reason=f"the query is {len(sql):,} characters, over max_query_chars "
+                f"({self.max_query_chars:,})",
+            )
+        try:
+            rows, _ = _rows(db, sql, limits)
+        except QueryError as exc:
+            return Score(value=0.0, reason=f"the query {clip_text(exc.message, 300)}")
+        same, why = rows_match(rows, gold, self.order, self.rel_tol, self.abs_tol)
+        return Score(value=1.0 if same else 0.0, reason=why)
+
+    def _gold_rows(self, db: _Database, sql: str, limits: Limits) -> list[Row]:
+        """The gold query's rows (cached by database state and query: a group shares one);
+        a Failure, never a score, when it gives none."""
+        key = (db.path, db.stamp, sql)
+        gold = self._cache.get(key)
+        if gold is None:
+            try:
+                rows, size = _rows(db, sql, limits)
+                gold = _Gold(rows, None, size)
+            except QueryError as exc:
+                gold = _Gold(None, exc, 0)
+            self._cache.put(key, gold)
+        if gold.error is not None:
+            message = f"the gold query on {db.path!r} {gold.error.message}"
+            if gold.error.kind == "timeout":
+                raise VerifierTimeout(message)
+            raise NotApplicable(message)
+        assert gold.rows is not None  # (no error: rows)
+        return gold.rows
+
+    def _task(self, reference: Any) -> tuple[str, str, str]:
+        """The gold SQL, the database's real path and the path as given, from a reference."""
+        if reference is None:
+            raise NotApplicable("rollout has no reference to compare against")
+        db: Any = None
+        db_id: Any = None
+        if isinstance(reference, str):
+            gold: Any = reference
+        elif isinstance(reference, dict):
+            keys = [k for k in ("sql", "SQL", "query") if k in reference]
+            if len(keys) != 1:
+                raise NotApplicable(
+                    "sql_match needs the gold SQL under one of 'sql', 'SQL' or 'query', got "
+                    f"keys {sorted(map(str, reference))[:10]}"
+                )
+            gold, db, db_id = reference[keys[0]], reference.get("db"), reference.get("db_id")
+        else:
+            raise NotApplicable(
+                f"sql_match needs the gold SQL as text or a mapping, got {short(reference)}"
+            )
+        if not isinstance(gold, str) or not gold.strip():
+            raise NotApplicable(f"the gold SQL must be non-empty text, got {short(gold)}")
+        given = self._given(db, db_id)
+        from_spec = db is None and db_id is None
+        key = (given, from_spec, os.getcwd())  # a relative path is the working directory's
+        real = self._paths.get(key)
+        if real is None:  # resolved once: realpath costs a system call per path component
+            if from_spec:
+                real = os.path.realpath(given)
+            elif self.database_root is not None:
+                real = _confined(given, self.database_root)
+            else:
+                real = os.path.realpath(given)
+            if len(self._paths) >= _PATHS:
+                self._paths.clear()
+            self._paths[key] = real
+        return gold.strip(), real, given
+
+    def _given(self, db: Any, db_id: Any) -> str:
+        """The database as the reference (or the spec) names it: a path."""
+        if db is not None and db_id is not None:
+            raise NotApplicable("the reference names its database twice: give db or db_id")
+        if db_id is not None:
+            if not isinstance(db_id, str) or not _DB_ID.fullmatch(db_id) or ".." in db_id:
+                raise NotApplicable(f"reference db_id must be a plain name, got {short(db_id)}")
+            return os.path.join(db_id, f"{db_id}.sqlite")
+        if db is None:
+            if self.database_file is None:
+                raise NotApplicable(
+                    "the reference names no database (db or db_id) and database_file is not set"
+                )
+            return self.database_file
+        if not isinstance(db, str) or not db:
+            raise NotApplicable(f"reference db must be a path, got {short(db)}")
+        return db
+
+
+def _confined(db: str, root: str) -> str:
+    """The real path of `db` (relative to `root`, or absolute), which must lie in `root`."""
+    if ".." in db.replace("\\", "/").split("/"):
+        raise NotApplicable(f"reference db {db!r} has a '..' component (database_root {root!r})")
+    base = os.path.realpath(root)
+    real = os.path.realpath(os.path.join(base, db))
+    if os.path.commonpath([real, base]) != base:
+        raise NotApplicable(
+            f"reference db {db!r} resolves to {real!r}, outside database_root {root!r}"
+        )
+    return real
