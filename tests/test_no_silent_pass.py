@@ -374,6 +374,7 @@ def test_a_group_reward_on_rows_without_groups_stops_too(tmp_path: Path) -> None
         ({"type": "text_similarity", "metric": "chrf"}, {"reference"}),
         ({"type": "retrieval"}, {"reference"}),
         ({"type": "io_tests"}, {"reference"}),
+        ({"type": "function_tests"}, {"reference"}),
         ({"type": "python_tests"}, {"reference"}),
         ({"type": "json_valid"}, set()),
         ({"type": "format", "preset": "think"}, set()),

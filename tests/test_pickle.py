@@ -140,6 +140,9 @@ def case(kind: str, judge_urls: dict[str, str], patch_repo: Path) -> Case:
         "text_similarity": [make("1", {"a": 1}), make("one", {"a": 1})],
         "python_tests": [make(ADD, {"test": ADD_CHECK, "entry_point": "add"})],
         "io_tests": [make(SUM, {"inputs": ["1 2", "2 2"], "outputs": ["3", "4"]})],
+        "function_tests": [
+            make(ADD, {"fn_name": "add", "inputs": [[1, 2], [2, 2]], "outputs": [3, 4]})
+        ],
         "pytest_tests": [make(ADD, {"tests": ADD_PYTEST})],
         "patch_tests": [
             make(

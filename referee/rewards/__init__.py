@@ -4,7 +4,7 @@ own: `code`, `patch`, `learned`). Each is also a spec type (its registered name)
 from typing import Any as _Any
 
 from referee.rewards.agent import FinalAnswer, ToolUse
-from referee.rewards.code import IoTests, PytestTests, PythonTests
+from referee.rewards.code import FunctionTests, IoTests, PytestTests, PythonTests
 from referee.rewards.fields import FieldMatch, FieldRule
 from referee.rewards.instruction_following import InstructionFollowing
 from referee.rewards.json import JsonSchema, JsonValid
@@ -31,6 +31,7 @@ __all__ = [
     "FieldRule",
     "FinalAnswer",
     "Format",
+    "FunctionTests",
     "GroupRank",
     "GroupRewardModel",
     "InstructionFollowing",

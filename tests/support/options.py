@@ -34,6 +34,7 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "math_answer": {"pattern": r"<answer>(.*?)</answer>"},
     "python_tests": {"timeout": 5, "scoring": "all"},
     "io_tests": {"language": "python", "float_tol": 1e-6},
+    "function_tests": {"language": "python", "float_tol": 1e-6},
     "pytest_tests": {"timeout": 20, "scoring": "all"},
     "patch_tests": {"timeout": 30, "scoring": "fraction", "protected_edits": "reject"},
     # a closed port and no retries: scoring is a quick, deterministic Failure("judge")
