@@ -252,6 +252,22 @@ def test_a_missing_toolchain_is_a_failure_that_names_the_package(
     assert "referee-no-such-go" in s.failure.message
 
 
+@pytest.mark.parametrize("kind", ["io_tests", "function_tests"])
+def test_a_missing_interpreter_is_a_failure_not_a_zero(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    absent = (("referee-no-such-node", "nodejs"),)
+    monkeypatch.setitem(languages._RUN_TOOLS, "javascript", absent)
+    monkeypatch.setattr(languages, "_PROBED", {})
+    reward = load_spec({"type": kind, "language": "javascript"})
+    reference = CASES if kind == "io_tests" else {"fn_name": "f", "inputs": [[1]], "outputs": [1]}
+    code = "```javascript\nfunction f(x) { return x; }\nconsole.log(3);\n```"
+    s = reward.score_sync(Rollout(prompt="p", completion=code, reference=reference))
+    assert s.failure is not None and s.failure.type == "sandbox", s
+    assert "cannot run javascript programs" in s.failure.message
+    assert "install nodejs" in s.failure.message
+
+
 def test_the_fence_of_the_language_is_taken_over_other_blocks() -> None:
     completion = f"```python\nprint(3)\n```\nand in C:\n```c\n{SUM['c']}```\n"
     reward = IoTests(language="c")

@@ -15,7 +15,6 @@ import json
 import math
 import re
 import secrets
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -43,7 +42,7 @@ from referee.rewards.code.languages import (
 )
 from referee.rollout import Rollout
 from referee.scores import Score
-from referee.verifiers.sandbox import Job, Limits, Sandbox, SandboxError
+from referee.verifiers.sandbox import Sandbox, SandboxError
 
 __all__ = ["FunctionCase", "FunctionLanguage", "FunctionTests", "FunctionTestsReference"]
 
@@ -223,25 +222,6 @@ def _read(stdout: bytes, marker: str) -> tuple[object, str | None]:
 
 
 _KEY = secrets.token_bytes(32)
-_NODE: dict[int, str | None] = {}
-_NODE_LOCK = threading.Lock()
-
-
-def _node_problem(sandbox: Sandbox) -> str | None:
-    """None when the sandbox has ``node`` (JavaScript), else what to install."""
-    with _NODE_LOCK:
-        if id(sandbox) in _NODE:
-            return _NODE[id(sandbox)]
-    probe = sandbox.run(
-        Job(command=("sh", "-c", "command -v node"), limits=Limits(wall_seconds=30))
-    )
-    problem = None if probe.ok else (
-        "the sandbox cannot run javascript programs (missing: node): install nodejs where the "
-        "sandbox runs (apt-get install nodejs)"
-    )  # fmt: skip
-    with _NODE_LOCK:
-        _NODE[id(sandbox)] = problem
-    return problem
 
 
 # --- the reward ----------------------------------------------------------------------------
@@ -433,12 +413,7 @@ class FunctionTests(SandboxedReward):
         Raises:
             SandboxFailure: The sandbox lacks the language's toolchain.
         """
-        if self.language == "javascript":
-            problem = _node_problem(sandbox)
-        elif self.language in COMPILED:
-            problem = toolchain_problem(sandbox, self.language)
-        else:
-            return None
+        problem = toolchain_problem(sandbox, self.language)
         if problem is not None:
             raise SandboxFailure(problem)
         if self.language not in COMPILED:

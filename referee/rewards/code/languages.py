@@ -211,7 +211,10 @@ COMPILED: dict[str, Toolchain] = {
 }
 """The compiled languages (the others run their source as it is)."""
 
-_RUN_TOOLS = {"java": (("java", "default-jdk-headless"),)}
+_RUN_TOOLS = {
+    "java": (("java", "default-jdk-headless"),),
+    "javascript": (("node", "nodejs"),),
+}
 
 _CLASS = re.compile(r"^\s*public\s+(?:(?:final|abstract|strictfp)\s+)*class\s+(\w+)", re.MULTILINE)
 _PACKAGE = re.compile(r"^\s*package\s+([\w.]+)\s*;", re.MULTILINE)
@@ -297,9 +300,12 @@ _PROBE_LOCK = threading.Lock()
 
 
 def toolchain_problem(sandbox: Sandbox, language: str) -> str | None:
-    """None when the sandbox has what `language` needs, else what to install (asked of each
-    sandbox once)."""
-    tools = (*COMPILED[language].tools, *_RUN_TOOLS.get(language, ()))
+    """None when the sandbox has what `language` needs to build and run a program, else what
+    to install (asked of each sandbox once; Python and bash need nothing beyond the sandbox)."""
+    chain = COMPILED.get(language)
+    tools = (*(chain.tools if chain else ()), *_RUN_TOOLS.get(language, ()))
+    if not tools:
+        return None
     key = (id(sandbox), language)
     with _PROBE_LOCK:
         if key in _PROBED:
@@ -312,7 +318,8 @@ def toolchain_problem(sandbox: Sandbox, language: str) -> str | None:
         packages = sorted({package for tool, package in tools if tool in missing or not probe.ok})
         what = ", ".join(missing) or probe.describe()
         problem = (
-            f"the sandbox cannot build {language} programs (missing: {what}): install "
+            f"the sandbox cannot {'build' if chain else 'run'} {language} programs "
+            f"(missing: {what}): install "
             f"{' '.join(packages)} where the sandbox runs (apt-get install {' '.join(packages)})"
         )
     with _PROBE_LOCK:

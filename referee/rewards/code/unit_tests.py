@@ -277,10 +277,10 @@ class IoTests(SandboxedReward):
         sandbox = self.open_sandbox()
         built = None
         try:
+            problem = toolchain_problem(sandbox, self.language)
+            if problem is not None:  # never a 0 for every program: what to install, said
+                raise SandboxFailure(problem)
             if self.language in COMPILED:
-                problem = toolchain_problem(sandbox, self.language)
-                if problem is not None:
-                    raise SandboxFailure(problem)
                 flags = None if self.compile_flags is None else tuple(self.compile_flags)
                 built = build(
                     sandbox,
