@@ -53,7 +53,7 @@ import signal
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from referee.verifiers.sandbox import Job, Limits, RunResult, Sandbox
 
@@ -73,17 +73,8 @@ __all__ = [
 Language = Literal["python", "javascript", "bash", "c", "cpp", "go", "rust", "java", "typescript"]
 """A language `io_tests` runs."""
 
-LANGUAGES: tuple[Language, ...] = (
-    "python",
-    "javascript",
-    "bash",
-    "c",
-    "cpp",
-    "go",
-    "rust",
-    "java",
-    "typescript",
-)
+LANGUAGES: tuple[Language, ...] = get_args(Language)
+"""Every language, in `Language`'s order."""
 
 RUNTIME_RESERVE_MB = 1024
 """Address space a managed runtime reserves beyond its heap before the program runs (the JVM's
