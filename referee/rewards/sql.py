@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from referee.errors import NotApplicable, VerifierTimeout
+from referee.errors import NotApplicable, RefereeError, VerifierTimeout
 from referee.registry import register
 from referee.reward import CheckReward, Need
 from referee.rewards._common import clip_text, short
@@ -111,7 +111,7 @@ def extract_sql(text: str) -> str:
 QueryOutcome = Literal["error", "timeout", "refused", "too_large", "memory", "not_a_query"]
 
 
-class QueryError(Exception):
+class QueryError(RefereeError):
     """A query gave no rows: what happened, and what to say of it after "the query"
     (``failed: no such table: t``, ``timed out after 5s``), SQLite's error text included."""
 
