@@ -15,12 +15,16 @@ the client's GIL and hide the client's cost) and answers every call after 50 ms.
 4. The same re-scoring as a user runs it: ``referee.score`` with a ``rubric_judge`` (messages
    built, verdict read into components and a Score) from a fresh process, every verdict
    cached, against the client's own hits (2.) as the baseline.
+5. Cache hits from Redis beside SQLite's: the same verdicts, copied from the SQLite file into a
+   redis-server started here (loopback, no persistence) under the same keys, asked from a fresh
+   process (an empty memory front: every hit goes to Redis), as verdicts/s and as a multiple
+   of the SQLite figure of 2. Skipped, saying so, where ``redis-server`` is not installed.
 
 Every measurement starts from a collected heap (``--freeze``: collected and frozen; see
 `settle`), the same for every client; the best of ``--repeat`` runs is kept. The machine's
 load average is printed: on a small shared machine, the figures move with it.
 
-Usage: python benchmarks/bench_judge.py [--calls 2000] [--concurrency 64 256]
+Usage: python benchmarks/bench_judge.py [--calls 2000] [--concurrency 64 256] [--cache-only]
 (needs ``pip install "referee[judges]"``; the openai SDK comes with litellm)
 """
 
@@ -32,11 +36,13 @@ import gc
 import json
 import logging
 import os
+import shutil
+import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -46,6 +52,7 @@ from pydantic import BaseModel
 
 import referee
 from referee.judges import JudgeClient
+from referee.judges.testing import requests_seen, server_process
 from referee.judges.transport import Transport
 from referee.rewards import RubricJudge
 
@@ -176,24 +183,13 @@ RUBRIC_REPLY = (
 """A verdict under the helpfulness rubric (part 4's server replies with it)."""
 
 
-def start_server(*reply: str) -> tuple[subprocess.Popen[str], str]:
-    server = subprocess.Popen(
-        [sys.executable, "-m", "referee.judges.testing", "--delay", str(LATENCY),
-         *(["--reply", reply[0]] if reply else [])],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert server.stdout is not None
-    return server, server.stdout.readline().strip()
-
-
-def requests_seen(url: str) -> int:
-    with urllib.request.urlopen(f"{url}/requests", timeout=10) as answer:
-        return int(json.loads(answer.read())["count"])
-
-
 async def hits(cache_path: str, url: str, calls: int) -> float:
-    """Seconds to ask `calls` cached verdicts again (all at once, as a scored log does)."""
-    client = JudgeClient(model=MODEL, api_base=url, cache_path=cache_path, structured="prompt")
+    """Seconds to ask `calls` cached verdicts again (all at once, as a scored log does), from
+    the SQLite file `cache_path` or, given a ``redis://`` URL, from Redis."""
+    where: dict[str, Any] = (
+        {"cache": cache_path} if cache_path.startswith("redis://") else {"cache_path": cache_path}
+    )
+    client = JudgeClient(model=MODEL, api_base=url, structured="prompt", **where)
     bodies = [messages(i) for i in range(calls)]
     settle()
     start = time.perf_counter()
@@ -240,6 +236,60 @@ def fresh(flag: str, cache_path: str, url: str, calls: int) -> float:
     )  # fmt: skip
 
 
+def start_redis(directory: str) -> tuple[subprocess.Popen[bytes], str] | None:
+    """A redis-server on a free loopback port keeping nothing on disk, as the tests start one
+    (None where it is not installed), and the URL of its database 0."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        return None
+    import redis
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", directory],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    client = redis.Redis(port=port, socket_timeout=1)
+    for _ in range(200):
+        try:
+            client.ping()
+            return server, f"redis://127.0.0.1:{port}/0"
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    server.kill()
+    raise SystemExit("redis-server did not answer within 10s")
+
+
+def copy_to_redis(cache_path: str, redis_url: str) -> int:
+    """Copy every entry of the SQLite cache into Redis under the same key (the namespace
+    before it); returns how many."""
+    import redis
+
+    from referee.judges.redis_cache import NAMESPACE
+
+    with sqlite3.connect(cache_path) as conn:
+        rows = conn.execute("SELECT key, value FROM verdicts").fetchall()
+    redis.Redis.from_url(redis_url).mset({NAMESPACE + key: value for key, value in rows})
+    return len(rows)
+
+
+def redis_hits(cache_path: str, url: str, calls: int, directory: str) -> float | None:
+    """Part 5: verdicts/s from Redis in a fresh process, the SQLite cache copied there."""
+    started = start_redis(directory)
+    if started is None:
+        return None
+    server, redis_url = started
+    try:
+        copy_to_redis(cache_path, redis_url)
+        return fresh("--hits-from", redis_url, url, calls)
+    finally:
+        server.kill()  # it keeps nothing: no shutdown to wait for
+        server.wait(10)
+
+
 PEERS: dict[str, Peer] = {
     "bare litellm.acompletion": bare_litellm,
     "openai SDK (AsyncOpenAI)": openai_sdk,
@@ -273,6 +323,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2, help="runs per client; best is kept")
     parser.add_argument("--only", default="", help="only the clients whose name has this")
     parser.add_argument("--freeze", action="store_true", help="gc.freeze() before each run")
+    parser.add_argument("--cache-only", action="store_true", help="skip the throughput part")
     parser.add_argument("--hits-from", help=argparse.SUPPRESS)  # the fresh-process half of 2
     parser.add_argument("--rescore-from", help=argparse.SUPPRESS)  # part 4
     args = parser.parse_args()
@@ -290,11 +341,11 @@ def main() -> None:
 
     litellm.suppress_debug_info = True
     logging.getLogger("LiteLLM").setLevel(logging.ERROR)  # its per-loop logging-worker notes
-    server, url = start_server()
+    server, url = server_process(LATENCY)
     try:
         print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; "
               f"heap {'frozen' if FREEZE else 'collected'} before each run")  # fmt: skip
-        for concurrency in args.concurrency:
+        for concurrency in [] if args.cache_only else args.concurrency:
             throughput(url, args.calls, concurrency, args.repeat, args.only)
         with tempfile.TemporaryDirectory() as tmp:
             cache_path = f"{tmp}/cache.sqlite"
@@ -303,8 +354,9 @@ def main() -> None:
             before = requests_seen(url)
             warm = min(asyncio.run(hits(cache_path, url, args.calls)) for _ in range(3))
             fresh_hits = fresh("--hits-from", cache_path, url, args.calls)
+            from_redis = redis_hits(cache_path, url, args.calls, tmp)
             again = requests_seen(url) - before
-            rubric_server, rubric_url = start_server(RUBRIC_REPLY)
+            rubric_server, rubric_url = server_process(LATENCY, RUBRIC_REPLY)
             try:
                 rubric_cache = f"{tmp}/rubric.sqlite"
                 rescored(rubric_cache, rubric_url, args.calls)  # the first scoring
@@ -317,6 +369,11 @@ def main() -> None:
         print(f"\ncache hits, {args.calls} verdicts (target >= 50,000/s)")
         print(f"  same process (memory front):   {args.calls / warm:9,.0f} verdicts/s")
         print(f"  fresh process (SQLite, parsed): {fresh_hits:9,.0f} verdicts/s")
+        if from_redis is None:
+            print("  fresh process (Redis): skipped, redis-server is not installed")
+        else:
+            print(f"  fresh process (Redis, parsed):  {from_redis:9,.0f} verdicts/s  "
+                  f"({from_redis / fresh_hits:.2f}x SQLite's)")  # fmt: skip
         print(f"HTTP calls while the scored sets were scored again: {again} (target 0)")
         print(f"re-scoring {args.calls} rollouts with referee.score and a rubric_judge, fresh "
               f"process: {fresh_rescore:,.0f} rollouts/s "

@@ -11,7 +11,13 @@ import os as _os
 # referee could import litellm, unless the user chose otherwise.
 _os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from referee.judges.cache import VerdictCache, cache_key, default_cache_path, shared_cache
+from referee.judges.cache import (
+    VerdictCache,
+    VerdictStore,
+    cache_key,
+    default_cache_path,
+    shared_cache,
+)
 from referee.judges.client import (
     BudgetExceeded,
     JudgeClient,
@@ -21,8 +27,9 @@ from referee.judges.client import (
     set_spend_cap,
     spent,
 )
-from referee.judges.options import JudgeOptions
+from referee.judges.options import JudgeOptions, PanelOptions
 from referee.judges.prompts import fence_for, judge_messages, verdict_model
+from referee.judges.redis_cache import RedisVerdictCache
 from referee.judges.rubric import Criterion, Rubric, Scale, available_rubrics, load_rubric
 
 __all__ = [
@@ -32,10 +39,13 @@ __all__ = [
     "JudgeError",
     "JudgeOptions",
     "JudgeTimeout",
+    "PanelOptions",
+    "RedisVerdictCache",
     "Rubric",
     "Scale",
     "Verdict",
     "VerdictCache",
+    "VerdictStore",
     "available_rubrics",
     "cache_key",
     "default_cache_path",

@@ -13,6 +13,10 @@ wrote since.
 
 The key is SHA-256 of the call's canonical JSON (`cache_key`). Caches filled before it took
 this form are read through `legacy_cache_key`: a miss looks there once and moves the entry.
+
+A cluster shares one cache in Redis or Valkey instead (`referee.judges.redis_cache`), with the
+same keys and entries: `shared_cache` opens whichever its location names, and both keep the
+`VerdictStore` protocol the judge client uses.
 """
 
 from __future__ import annotations
@@ -26,14 +30,18 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 __all__ = [
     "FRONT_SIZE",
+    "FrontMixin",
     "VerdictCache",
+    "VerdictStore",
     "cache_key",
     "default_cache_path",
+    "is_cache_url",
     "legacy_cache_key",
+    "parse_entry",
     "shared_cache",
 ]
 
@@ -117,7 +125,74 @@ def legacy_cache_key(
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-class VerdictCache:
+class VerdictStore(Protocol):
+    """What the judge client asks of a verdict cache (`VerdictCache`, `RedisVerdictCache`).
+
+    An entry is a JSON object: ``raw`` (the judge's reply), ``cost``, ``prompt_tokens``,
+    ``completion_tokens`` and, when logprobs were asked for, ``candidates``. The dicts a
+    cache returns may be shared: do not mutate them.
+    """
+
+    def get(self, key: str, fallback: Callable[[], str] | None = None) -> dict[str, Any] | None: ...
+
+    def put(self, key: str, value: dict[str, Any]) -> None: ...
+
+    async def aget(
+        self, key: str, fallback: Callable[[], str] | None = None
+    ) -> dict[str, Any] | None: ...
+
+    async def aput(self, key: str, value: dict[str, Any]) -> None: ...
+
+    def __len__(self) -> int: ...
+
+
+def parse_entry(stored: str | bytes) -> dict[str, Any] | None:
+    """The entry in `stored`, or None where it is not one referee wrote (damaged, or written
+    by someone else into a shared cache): a reply text ``raw`` and, if any, ``candidates``
+    as `referee.judges.logprobs` gives them. Such an entry is a miss, never an error."""
+    try:
+        text = stored.decode("utf-8", "surrogatepass") if isinstance(stored, bytes) else stored
+        entry = _loads(text)
+    except ValueError:  # UnicodeDecodeError included
+        return None
+    if not isinstance(entry, dict) or not isinstance(entry.get("raw"), str):
+        return None
+    candidates = entry.get("candidates")
+    if candidates is not None and not (
+        isinstance(candidates, dict)
+        and all(isinstance(found, list) and all(map(_is_candidate, found))
+                for found in candidates.values())
+    ):  # fmt: skip
+        return None
+    return entry
+
+
+def _is_candidate(pair: Any) -> bool:
+    """``[text, logprob]``, as a stored verdict's candidates hold them."""
+    return (
+        isinstance(pair, list)
+        and len(pair) == 2
+        and isinstance(pair[0], str)
+        and isinstance(pair[1], int | float)
+        and not isinstance(pair[1], bool)
+    )
+
+
+class FrontMixin:
+    """The entries a process read or wrote, in memory (up to `FRONT_SIZE`, oldest out first)."""
+
+    _front: dict[str, dict[str, Any]]
+
+    def _remember(self, key: str, entry: dict[str, Any]) -> None:
+        front = self._front
+        if len(front) >= FRONT_SIZE:
+            # the oldest (dicts keep insertion order), unless another thread got there first
+            with contextlib.suppress(KeyError, StopIteration, RuntimeError):
+                del front[next(iter(front))]
+        front[key] = entry
+
+
+class VerdictCache(FrontMixin):
     """Verdicts by key in one SQLite file; safe across threads and processes."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
@@ -166,12 +241,10 @@ class VerdictCache:
             return None
         if row is None:
             return None
-        try:
-            entry = _loads(row[0])
-        except ValueError as exc:  # a damaged entry costs a model call, as a missing one does
-            logger.warning("judge cache %s: entry %s unreadable: %s", self.path, key[:12], exc)
-            return None
-        return entry if isinstance(entry, dict) else None
+        entry = parse_entry(row[0])
+        if entry is None:  # a damaged entry costs a model call, as a missing one does
+            logger.warning("judge cache %s: entry %s unreadable", self.path, key[:12])
+        return entry
 
     def put(self, key: str, value: dict[str, Any]) -> None:
         """Store `value` (JSON-serialisable) under `key`, replacing what was there."""
@@ -184,29 +257,42 @@ class VerdictCache:
             logger.warning("judge cache %s not written: %s", self.path, exc)
         self._remember(key, value)
 
-    def _remember(self, key: str, entry: dict[str, Any]) -> None:
-        front = self._front
-        if len(front) >= FRONT_SIZE:
-            # the oldest (dicts keep insertion order), unless another thread got there first
-            with contextlib.suppress(KeyError, StopIteration, RuntimeError):
-                del front[next(iter(front))]
-        front[key] = entry
+    # SQLite answers in microseconds from a local file: on the event loop, as it always was.
+    async def aget(
+        self, key: str, fallback: Callable[[], str] | None = None
+    ) -> dict[str, Any] | None:
+        """`get`, for the judge client."""
+        return self.get(key, fallback)
+
+    async def aput(self, key: str, value: dict[str, Any]) -> None:
+        """`put`, for the judge client."""
+        self.put(key, value)
 
     def __len__(self) -> int:
         return int(self._conn().execute("SELECT COUNT(*) FROM verdicts").fetchone()[0])
 
 
-_shared: dict[str, VerdictCache] = {}
-_by_argument: dict[tuple[str | None, str | None, str | None], VerdictCache] = {}
+_shared: dict[str, VerdictStore] = {}
+_by_argument: dict[tuple[str | None, str | None, str | None], VerdictStore] = {}
 _shared_lock = threading.Lock()
 
+_URL_SCHEMES = ("redis://", "rediss://", "unix://")
 
-def shared_cache(path: str | os.PathLike[str] | None = None) -> VerdictCache:
-    """The process's cache object for `path` (one connection per thread, and one memory front,
-    not one per call)."""
+
+def is_cache_url(location: object) -> bool:
+    """Whether `location` names a Redis cache (``redis://``, ``rediss://``, ``unix://``)
+    rather than a SQLite file."""
+    return isinstance(location, str) and location.startswith(_URL_SCHEMES)
+
+
+def shared_cache(location: str | os.PathLike[str] | None = None) -> VerdictStore:
+    """The process's cache for `location`: a SQLite file (None: `default_cache_path`), or a
+    Redis/Valkey URL (``redis://host:6379/0``, see `referee.judges.redis_cache`). One object
+    per process and location, with one memory front (and, for SQLite, one connection per
+    thread), not one per call."""
     # Every judge call asks: the answer is remembered by the argument as given (and, for the
     # default path, the variables that decide it).
-    given = None if path is None else os.fspath(path)
+    given = None if location is None else os.fspath(location)
     argument = (
         (given, None, None)
         if given is not None
@@ -215,10 +301,19 @@ def shared_cache(path: str | os.PathLike[str] | None = None) -> VerdictCache:
     cache = _by_argument.get(argument)
     if cache is not None:
         return cache
-    key = str(Path(given) if given is not None else default_cache_path())
+    if is_cache_url(given):
+        key = str(given)
+    else:
+        key = str(Path(given) if given is not None else default_cache_path())
     with _shared_lock:
         cache = _shared.get(key)
         if cache is None:
-            cache = _shared[key] = VerdictCache(key)
+            if is_cache_url(key):
+                from referee.judges.redis_cache import RedisVerdictCache
+
+                cache = RedisVerdictCache(key)
+            else:
+                cache = VerdictCache(key)
+            _shared[key] = cache
         _by_argument[argument] = cache
         return cache

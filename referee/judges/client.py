@@ -14,7 +14,8 @@ A call asks for a verdict shaped by a pydantic model. The client:
   further calls fail with ``Failure("budget")``, never a silent 0;
 - asks for logprobs when told to, and keeps the candidates at each value of the verdict
   (`referee.judges.logprobs`);
-- caches verdicts persistently (`VerdictCache`), so scoring a log again makes no call.
+- caches verdicts persistently (`VerdictCache`, SQLite; or `RedisVerdictCache`, which every
+  node of a cluster shares), so scoring a log again makes no call.
 
 Failures raise `JudgeError` (``judge``), `JudgeTimeout` (``timeout``) or `BudgetExceeded`
 (``budget``), which a reward turns into a `Failure` on its Score (all three are defined in
@@ -29,15 +30,15 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, StringConstraints, ValidationError
 
 from referee._http import MAX_BODY, Retry, calls_in_flight
 from referee.errors import BudgetExceeded, JudgeError, JudgeTimeout
-from referee.judges.cache import VerdictCache, cache_key, legacy_cache_key, shared_cache
+from referee.judges.cache import VerdictStore, cache_key, legacy_cache_key, shared_cache
 from referee.judges.limits import (
     RequestRate,
     TokenRate,
@@ -49,6 +50,7 @@ from referee.judges.limits import (
     token_rate,
 )
 from referee.judges.logprobs import Candidates, candidates_at_values
+from referee.judges.redis_cache import check_cache_url
 from referee.judges.transport import Completion, Request, Transport, route, send_http
 from referee.judges.via_litellm import load as load_litellm
 from referee.judges.via_litellm import price, send_litellm, supports_schema
@@ -103,6 +105,27 @@ class Verdict(Generic[T]):
     candidates: Mapping[str, Candidates] | None = None
 
 
+# the strings pydantic reads as booleans (`cache: "yes"` stays a boolean)
+_BOOLEAN_WORDS = frozenset(
+    ["0", "off", "f", "false", "n", "no", "1", "on", "t", "true", "y", "yes"]
+)
+
+
+def _cache_option(value: Any) -> Any:
+    """A `JudgeClient.cache` string that is no boolean word must be a Redis URL: an error
+    says so (naming the option) instead of pydantic's "not a valid boolean"."""
+    if isinstance(value, str) and value.strip().lower() not in _BOOLEAN_WORDS:
+        check_cache_url(value, "cache")
+    return value
+
+
+CacheOption = Annotated[
+    bool | Annotated[str, StringConstraints(pattern=r"^(redis|rediss|unix)://")],
+    BeforeValidator(_cache_option),
+]
+"""``true`` (the SQLite file), ``false`` (none), or a Redis or Valkey URL:
+``redis://host:6379/0``, ``rediss://`` (TLS), ``unix:///path/redis.sock``."""
+
 StructuredOutput = Literal["auto", "json_schema", "json_object", "prompt"]
 """``json_schema``: ask for schema-constrained JSON the OpenAI way. ``json_object``: the
 llama.cpp-server way (``{"type": "json_object", "schema": ...}``; its server rejects
@@ -135,10 +158,15 @@ class JudgeClient:
         rpm: Requests per minute for this model, across the process (None: unlimited).
         tpm: Tokens per minute for this model, across the process (None: unlimited); charged
             with each response's real token count.
-        cache: Keep verdicts in `cache_path` and answer a call made before (same model,
-            messages, sampling parameters and rubric version) from there, without calling.
+        cache: Keep verdicts and answer a call made before (same model, messages, sampling
+            parameters and rubric version) from there, without calling. ``true``: in the
+            SQLite file at `cache_path`; ``false``: no cache; a Redis or Valkey URL
+            (``redis://10.0.0.5:6379/0``, ``rediss://...``, ``unix:///path/redis.sock``;
+            ``?ttl=SECONDS`` to let entries expire): there, with the same keys, so every
+            node of a cluster reads one cache (`referee.judges.redis_cache`).
         cache_path: The SQLite file of the verdict cache (default:
-            ``$REFEREE_CACHE_DIR/judge.sqlite``, else ``~/.cache/referee/judge.sqlite``).
+            ``$REFEREE_CACHE_DIR/judge.sqlite``, else ``~/.cache/referee/judge.sqlite``);
+            not with a Redis `cache`.
         structured: How to get JSON out of the model: ``json_schema`` (schema-constrained
             output, the OpenAI way), ``json_object`` (llama.cpp server's way), ``prompt``
             (instructions only; the JSON is read out of the text) or ``auto`` (json_schema
@@ -167,11 +195,25 @@ class JudgeClient:
     max_in_flight: int = 16
     rpm: float | None = None
     tpm: float | None = None
-    cache: bool = True
+    cache: CacheOption = True
     cache_path: str | None = None
     structured: StructuredOutput = "auto"
     transport: Transport = "auto"
     max_reply_bytes: int = MAX_BODY
+
+    def __post_init__(self) -> None:
+        if isinstance(self.cache, str):  # given in Python: no pydantic validation
+            check_cache_url(self.cache, "cache")
+            if self.cache_path is not None:
+                raise ValueError(
+                    "cache_path is the SQLite cache's file, and cache is a Redis URL: give one"
+                )
+
+    def _store(self) -> VerdictStore | None:
+        """The process's verdict cache for this client, or None."""
+        if isinstance(self.cache, str):
+            return shared_cache(self.cache)
+        return shared_cache(self.cache_path) if self.cache else None
 
     def _params(self, seed: int | None, top_logprobs: int | None) -> dict[str, Any]:
         params: dict[str, Any] = {"temperature": self.temperature, "max_tokens": self.max_tokens}
@@ -226,12 +268,12 @@ class JudgeClient:
             JudgeError, JudgeTimeout, BudgetExceeded: No verdict (a reward records why).
         """
         params = self._params(seed, top_logprobs)
-        cache = shared_cache(self.cache_path) if self.cache else None
+        cache = self._store()
         key = ""
         if cache is not None:
             call = (self.model, messages, params, f"{version}|{schema.__name__}")
             key = cache_key(*call)
-            hit = _from_cache(cache, key, schema, lambda: legacy_cache_key(*call))
+            hit = _verdict(await cache.aget(key, lambda: legacy_cache_key(*call)), schema)
             if hit is not None:
                 return hit
         started = time.monotonic()
@@ -270,7 +312,7 @@ class JudgeClient:
             }  # fmt: skip
             if top_logprobs is not None:
                 entry["candidates"] = candidates
-            cache.put(key, entry)
+            await cache.aput(key, entry)
         latency = time.monotonic() - started
         return Verdict(value, text, cost, p_tok, c_tok, latency, False, candidates)
 
@@ -404,12 +446,11 @@ def _parse_stored(text: str, schema: type[T]) -> T:
     return value  # type: ignore[return-value]
 
 
-def _from_cache(
-    cache: VerdictCache, key: str, schema: type[T], fallback: Callable[[], str]
-) -> Verdict[T] | None:
-    """The cached verdict under `key` (or `fallback`'s key, see `VerdictCache.get`), or None
-    (none, or one the current schema rejects)."""
-    hit = cache.get(key, fallback)
+def _verdict(hit: dict[str, Any] | None, schema: type[T]) -> Verdict[T] | None:
+    """The verdict in a cache entry, or None (none, or one the current schema rejects).
+
+    The cache gave only entries `parse_entry` accepts (``raw`` a string, ``candidates``
+    pairs of a string and a number)."""
     if hit is None:
         return None
     raw = str(hit["raw"])

@@ -27,15 +27,26 @@ import argparse
 import json
 import math
 import re
+import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from subprocess import PIPE, Popen
 from typing import Any
 
 from referee._loopback import Fault, JsonHandler, LoopbackServer
 
-__all__ = ["FakeJudgeServer", "Fault", "Reply", "Script", "Token"]
+__all__ = [
+    "FakeJudgeServer",
+    "Fault",
+    "Reply",
+    "Script",
+    "Token",
+    "requests_seen",
+    "server_process",
+]
 
 
 @dataclass(frozen=True)
@@ -204,6 +215,22 @@ def main() -> None:
     with FakeJudgeServer(script) as server:
         print(server.url, flush=True)
         threading.Event().wait()
+
+
+def server_process(delay: float = 0.0, reply: str | None = None) -> tuple[Popen[str], str]:
+    """This module's server in a process of its own (`main`), for benchmarks: the process and
+    its URL. End it with ``terminate()``."""
+    command = [sys.executable, "-m", "referee.judges.testing", "--delay", str(delay)]
+    server = Popen([*command, *(["--reply", reply] if reply else [])], stdout=PIPE, text=True)
+    if server.stdout is None:
+        raise RuntimeError("the judge server gave no output")
+    return server, server.stdout.readline().strip()
+
+
+def requests_seen(url: str) -> int:
+    """How many requests the server at `url` (`server_process`) has had."""
+    with urllib.request.urlopen(f"{url}/requests", timeout=10) as answer:
+        return int(json.loads(answer.read())["count"])
 
 
 if __name__ == "__main__":

@@ -10,11 +10,16 @@ judge's top candidate tokens at that value (`referee.judges.logprobs`), from the
 call. Where the server gives no logprobs, or a value's candidates cannot be read (a scale
 value written as several tokens), that value is the sampled one, and the Score's reason says
 which.
+
+Given ``models: [...]`` instead of ``model``, each is a panel (`referee.judges.panel`): every
+member computes the reward's value on its own (its ``samples`` aggregated first), at once, and
+the panel votes (``vote``, ``quorum``); each member's value and cost are components.
 """
 
 from __future__ import annotations
 
 import asyncio
+from abc import abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -22,9 +27,10 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from referee.errors import NotApplicable
-from referee.judges.client import JudgeError, Verdict
+from referee.judges.client import JudgeClient, JudgeError, Verdict
 from referee.judges.logprobs import BOOLEAN, expected, pointer, scale
-from referee.judges.options import JudgeOptions
+from referee.judges.options import PanelOptions
+from referee.judges.panel import decide, poll
 from referee.judges.prompts import (
     RUBRIC_SHAPE,
     as_text,
@@ -56,7 +62,7 @@ expected score over its top candidate tokens there (``logprobs``)."""
 
 
 @dataclass(kw_only=True)
-class _JudgeReward(JudgeOptions, AsyncReward):
+class _JudgeReward(PanelOptions, AsyncReward):
     """What the pointwise judge rewards share: the client, samples and their aggregation,
     and where values come from.
 
@@ -91,18 +97,42 @@ class _JudgeReward(JudgeOptions, AsyncReward):
                 "aggregate: majority counts sampled answers, and score_from: logprobs gives "
                 "expected values: use aggregate: mean with it"
             )
+        if self.models is not None and self.vote == "majority" and self.score_from == "logprobs":
+            raise ValueError(
+                "vote: majority counts equal values, and score_from: logprobs gives expected "
+                "values: use vote: mean or vote: median with it"
+            )
         super().__post_init__()
 
+    @abstractmethod
+    def _prepare(self, rollout: Rollout) -> Any:
+        """What the judge (every member of a panel) is shown for `rollout`, built once."""
+
+    @abstractmethod
+    async def _judge(self, client: JudgeClient, prepared: Any) -> Score:
+        """One judge's Score for what `_prepare` made: the reward's value with that judge."""
+
+    async def evaluate(self, rollout: Rollout) -> Score:
+        prepared = self._prepare(rollout)
+        if self._members is None:
+            return await self._judge(self.client, prepared)
+        ballots = await poll(self._members, lambda client: self._judge(client, prepared))
+        return decide(ballots, self.vote, self.quorum or 1, self.name)
+
     async def _ask(
-        self, messages: list[dict[str, Any]], schema: type[BaseModel], version: str
+        self,
+        client: JudgeClient,
+        messages: list[dict[str, Any]],
+        schema: type[BaseModel],
+        version: str,
     ) -> list[Any]:
         """`samples` verdicts, with seeds seed, seed + 1, ... (distinct cache keys)."""
         top = self.top_logprobs if self.score_from == "logprobs" else None
         if self.samples == 1:
-            return [await self.client.judge(messages, schema, version=version, top_logprobs=top)]
-        base = self.client.seed or 0
+            return [await client.judge(messages, schema, version=version, top_logprobs=top)]
+        base = client.seed or 0
         return list(await asyncio.gather(*(
-            self.client.judge(messages, schema, version=version, seed=base + i, top_logprobs=top)
+            client.judge(messages, schema, version=version, seed=base + i, top_logprobs=top)
             for i in range(self.samples)
         )))  # fmt: skip
 
@@ -222,9 +252,12 @@ class RubricJudge(_JudgeReward):
         material.append(("RESPONSE", response_text(rollout)))
         return judge_messages(self._task, material, RUBRIC_SHAPE)
 
-    async def evaluate(self, rollout: Rollout) -> Score:
+    def _prepare(self, rollout: Rollout) -> list[dict[str, Any]]:
+        return self.messages(rollout)
+
+    async def _judge(self, client: JudgeClient, prepared: list[dict[str, Any]]) -> Score:
         version = f"{self._rubric.name}@{self._rubric.version}"
-        verdicts = await self._ask(self.messages(rollout), self._verdict, version)
+        verdicts = await self._ask(client, prepared, self._verdict, version)
         samples = [v.value.criteria.model_dump() for v in verdicts]
         components: dict[str, float | None] = {}
         sampled: list[str] = []
@@ -297,7 +330,7 @@ class ChecklistJudge(_JudgeReward):
                 raise NotApplicable(f"a checklist item must be text or {{text, weight}}: {item!r}")
         return out
 
-    async def evaluate(self, rollout: Rollout) -> Score:
+    def _prepare(self, rollout: Rollout) -> tuple[list[tuple[str, float]], list[dict[str, Any]]]:
         checklist = self._checklist(rollout)
         task = "Checklist (answer each in order, true if the RESPONSE satisfies it):\n" + "\n".join(
             f"{i + 1}. {text}" for i, (text, _) in enumerate(checklist)
@@ -307,8 +340,16 @@ class ChecklistJudge(_JudgeReward):
             ("RESPONSE", response_text(rollout)),
         ]
         shape = '{"items": [<true|false for each item, in order>], "reasoning": "<short>"}'
+        return checklist, judge_messages(task, material, shape)
+
+    async def _judge(
+        self,
+        client: JudgeClient,
+        prepared: tuple[list[tuple[str, float]], list[dict[str, Any]]],
+    ) -> Score:
+        checklist, messages = prepared
         verdicts = await self._ask(
-            judge_messages(task, material, shape), _ChecklistVerdict, f"checklist:{len(checklist)}"
+            client, messages, _ChecklistVerdict, f"checklist:{len(checklist)}"
         )
         for v in verdicts:
             if len(v.value.items) != len(checklist):
@@ -368,7 +409,7 @@ class ReferenceJudge(_JudgeReward):
         """The reference answer."""
         return frozenset({"reference"})
 
-    async def evaluate(self, rollout: Rollout) -> Score:
+    def _prepare(self, rollout: Rollout) -> list[dict[str, Any]]:
         task = (
             "Is the final answer in the RESPONSE equivalent to the REFERENCE ANSWER? Equivalent "
             "means the same answer in any form (units, notation, wording); partial or hedged "
@@ -380,9 +421,10 @@ class ReferenceJudge(_JudgeReward):
             ("RESPONSE", response_text(rollout)),
         ]
         shape = '{"equivalent": <true|false>, "reasoning": "<short>"}'
-        verdicts = await self._ask(
-            judge_messages(task, material, shape), _EquivalenceVerdict, "reference:1"
-        )
+        return judge_messages(task, material, shape)
+
+    async def _judge(self, client: JudgeClient, prepared: list[dict[str, Any]]) -> Score:
+        verdicts = await self._ask(client, prepared, _EquivalenceVerdict, "reference:1")
         raw = [bool(v.value.equivalent) for v in verdicts]
         values, read = self._values(verdicts, _EQUIVALENT, [float(r) for r in raw], BOOLEAN)
         note = self._note(verdicts, [] if read else ["equivalent"])
@@ -448,23 +490,22 @@ class PairwiseJudge(_JudgeReward):
             )
         super().__post_init__()
 
-    async def evaluate(self, rollout: Rollout) -> Score:
+    def _prepare(self, rollout: Rollout) -> list[list[dict[str, Any]]]:
         question = as_text(rollout.prompt_text)
         reference = self._reference(rollout, "pairwise_judge")
         response = response_text(rollout)
         shape = '{"better": "A" | "B" | "tie", "reasoning": "<short>"}'
         orders = [(response, reference), (reference, response)]
-        verdicts = await asyncio.gather(*(
-            self.client.judge(
-                judge_messages(
-                    self.criterion,
-                    [("QUESTION", question), ("ANSWER A", a), ("ANSWER B", b)],
-                    shape,
-                ),
-                _PairVerdict,
-                version="pairwise:1",
+        return [
+            judge_messages(
+                self.criterion, [("QUESTION", question), ("ANSWER A", a), ("ANSWER B", b)], shape
             )
             for a, b in orders
+        ]
+
+    async def _judge(self, client: JudgeClient, prepared: list[list[dict[str, Any]]]) -> Score:
+        verdicts = await asyncio.gather(*(
+            client.judge(messages, _PairVerdict, version="pairwise:1") for messages in prepared
         ))  # fmt: skip
         # the response is A in the first order, B in the second
         first = {"A": 1.0, "tie": 0.5, "B": 0.0}[verdicts[0].value.better]

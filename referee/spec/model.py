@@ -177,6 +177,7 @@ _UNDERSTOOD: Final = frozenset(
     {
         ("referee.rewards.fields", "FieldRule._short_forms"),
         ("referee.judges.options", "JudgeOptions.__get_pydantic_core_schema__.<locals>.<lambda>"),
+        ("referee.judges.client", "_cache_option"),  # a better error; the shape is its own
     }
 )
 
@@ -322,6 +323,9 @@ def _type_schema(
         if needs:
             out["anyOf"] = [{"required": ["client"]}, {"required": needs}]
         out["dependentSchemas"] = {"client": {"properties": dict.fromkeys(flat, False)}}
+        if "models" in own and needs:  # a panel names its models under `models`, not `model`
+            out["anyOf"].append({"required": ["models"]})
+            out["dependentSchemas"]["models"] = {"properties": {"model": False}}
     base = issubclass(cls, RewardBase)
     keys = _keys_schema(RewardKeys)["properties"]
     null: JsonSchemaValue = {"type": "null"}
