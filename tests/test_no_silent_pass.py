@@ -388,6 +388,30 @@ def test_a_group_reward_on_rows_without_groups_stops_too(tmp_path: Path) -> None
             {"reference"},
         ),  # a rubric that asks for a reference answer
         ({"type": "group_rank", "model": "openai/j"}, {"group"}),
+        (
+            {
+                "type": "openai_grader",
+                "grader": {
+                    "type": "string_check",
+                    "input": "{{item.x}}",
+                    "reference": "a",
+                    "operation": "eq",
+                },
+            },
+            {"reference"},
+        ),  # a template reads the item (the reference)
+        (
+            {
+                "type": "openai_grader",
+                "grader": {
+                    "type": "string_check",
+                    "input": "a",
+                    "reference": "{{sample.output_text}}",
+                    "operation": "ne",
+                },
+            },
+            set(),
+        ),
     ],
 )
 def test_each_builtin_says_what_it_needs(reward_spec: dict[str, Any], want: set[str]) -> None:

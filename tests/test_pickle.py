@@ -62,6 +62,7 @@ JUDGES: dict[str, Callable[[dict[str, Any]], Reply]] = {
     "reference_judge": _equivalent,
     "pairwise_judge": _longer,
     "group_rank": relative,
+    "pairwise_tournament": _longer,
 }
 
 
@@ -138,6 +139,7 @@ def case(kind: str, judge_urls: dict[str, str], patch_repo: Path) -> Case:
         "final_answer": [make("<answer>1</answer>", "1"), make("<answer>2</answer>", "1")],
         "math_answer": [make("<answer>1</answer>", "1"), make("<answer>3</answer>", "1")],
         "text_similarity": [make("1", {"a": 1}), make("one", {"a": 1})],
+        "openai_grader": [make('{"a": 1}', {"a": 1}), make('{"a": 2}', {"a": 1})],
         "python_tests": [make(ADD, {"test": ADD_CHECK, "entry_point": "add"})],
         "io_tests": [make(SUM, {"inputs": ["1 2", "2 2"], "outputs": ["3", "4"]})],
         "function_tests": [
@@ -168,6 +170,7 @@ def case(kind: str, judge_urls: dict[str, str], patch_repo: Path) -> Case:
         "reference_judge": [make("It is 42.", "42"), make("It is 41.", "42")],
         "pairwise_judge": [make("a long answer", "short"), make("short", "a long answer")],
         "group_rank": [make(c, group="g", prompt="Q?") for c in ("a", "aaa", "aa")],
+        "pairwise_tournament": [make(c, group="g", prompt="Q?") for c in ("a", "aaa", "aa")],
     }
     if kind == "reasoning_gym":
         return Case(_reasoning_gym(), {})

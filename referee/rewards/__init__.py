@@ -12,6 +12,7 @@ from referee.rewards.judge import ChecklistJudge, PairwiseJudge, ReferenceJudge,
 from referee.rewards.learned import GroupRewardModel, ProcessRewardModel, RewardModel
 from referee.rewards.length import Length, Repetition
 from referee.rewards.math import MathAnswer
+from referee.rewards.openai_graders import OpenAIGrader
 from referee.rewards.patch import PatchTests
 from referee.rewards.python import AsyncPythonReward, PythonReward
 from referee.rewards.ranking import GroupRank
@@ -21,6 +22,7 @@ from referee.rewards.similarity import TextSimilarity
 from referee.rewards.sql import SqlMatch
 from referee.rewards.text import Contains, ExactMatch, Format, Regex
 from referee.rewards.tools import ToolCallMatch
+from referee.rewards.tournament import PairwiseTournament
 
 __all__ = [
     "AsyncPythonReward",
@@ -40,7 +42,9 @@ __all__ = [
     "JsonValid",
     "Length",
     "MathAnswer",
+    "OpenAIGrader",
     "PairwiseJudge",
+    "PairwiseTournament",
     "PatchTests",
     "ProcessRewardModel",
     "PytestTests",

@@ -49,6 +49,7 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "reference_judge": dict(_UNREACHABLE_JUDGE),
     "pairwise_judge": dict(_UNREACHABLE_JUDGE),
     "group_rank": dict(_UNREACHABLE_JUDGE),
+    "pairwise_tournament": {"aggregate": "win_rate", **_UNREACHABLE_JUDGE},
     "tool_use": {
         "tools": [{"name": "f", "parameters": {"type": "dict"}}],
         "fold": "discounted",
@@ -71,6 +72,28 @@ OPTIONS: dict[str, dict[str, Any]] = {
     # the test references name no database: a quick, deterministic Failure("not_applicable")
     "sql_match": {"order": "respect", "rel_tol": 1e-9, "timeout": 2, "max_rows": 1000},
     "reasoning_gym": {"dataset": "chain_sum", "configs": {"chain_sum": {"seed": 1}}},
+    # an OpenAI multi grader: the completion's JSON "a" against the reference's, and a fuzzy
+    # match of the whole text (the string reference of the second rollout: not_applicable)
+    "openai_grader": {
+        "grader": {
+            "type": "multi",
+            "graders": {
+                "exact": {
+                    "type": "string_check",
+                    "input": "{{sample.output_json.a}}",
+                    "reference": "{{item.a}}",
+                    "operation": "eq",
+                },
+                "close": {
+                    "type": "text_similarity",
+                    "input": "{{sample.output_text}}",
+                    "reference": "{{item.a}}",
+                    "evaluation_metric": "fuzzy_match",
+                },
+            },
+            "calculate_output": "0.5 * exact + 0.5 * close",
+        }
+    },
     # a function in a plain file, named by its path (relative paths are the spec's folder's)
     "python": {
         "function": f"{Path(__file__).with_name('python_reward.py')}:mentions_reference",
