@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -23,12 +24,16 @@ from referee.errors import ClusterError, RefereeError
 from referee.registry import registered_types
 from referee.report.diagnostics import (
     AGREEMENT_STATISTICS,
+    PassKOptions,
     ReportRow,
     build_report,
     join_rows,
     missing_lines,
 )
+from referee.report.panel import panel_lines
+from referee.report.passk import FailedAs, parse_ks, passk_lines
 from referee.report.results import Report
+from referee.report.stats import AlphaLevel
 from referee.reward import Reward
 from referee.rollouts.jsonl import RowOk
 from referee.rollouts.output import write_output
@@ -251,13 +256,29 @@ def _write(path: Path | str, text: str) -> None:
               help="Write the self-contained HTML report here.")  # fmt: skip
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the report's numbers as JSON here.")  # fmt: skip
+@click.option("--k", "ks", metavar="K,K,...",
+              help="The k of pass@k (default: 1, 2, 4, ... up to the smallest group).")  # fmt: skip
+@click.option("--correct-at", default=1.0, show_default=True,
+              help="Reward at or above which an attempt is correct (pass@k, maj@n).")  # fmt: skip
+@click.option("--failed-attempts", type=click.Choice(["incorrect", "excluded"]),
+              default="incorrect", show_default=True,
+              help="A failed attempt (no reward), for pass@k and maj@n.")  # fmt: skip
+@click.option("--subset-key", help="Metadata key of a rollout's subset (default: subset, ...).")
+@click.option("--answer-key", help="Metadata key of an attempt's extracted answer, for maj@n.")
+@click.option("--math-answers", is_flag=True,
+              help="For maj@n: extract each completion's final math answer.")  # fmt: skip
+@click.option("--panel-level", type=click.Choice(["nominal", "ordinal", "interval", "ratio"]),
+              help="A panel's alpha level (default: nominal for 0/1, else interval).")  # fmt: skip
 def report(
     scored: Path | None, rollouts: Path | None, spec: str | None, repeat: int, label: str | None,
     preference: str | None, threshold: float, format_: FileFormat | None, maps: tuple[str, ...],
-    html_path: Path | None, json_path: Path | None,
+    html_path: Path | None, json_path: Path | None, ks: str | None, correct_at: float,
+    failed_attempts: FailedAs, subset_key: str | None, answer_key: str | None,
+    math_answers: bool, panel_level: AlphaLevel | None,
 ) -> None:  # fmt: skip
     """Diagnose a reward on logged rollouts: distributions, failures, GRPO signal, length
-    correlation, agreement with human labels, determinism (HTML, JSON and a terminal summary).
+    correlation, agreement with human labels, determinism, pass@k, maj@n and avg@n per group,
+    judge panels' agreement (HTML, JSON and a terminal summary).
 
     SCORED is the output of `referee score` (with --rollouts, the rollouts it scored). Or
     score first: --rollouts FILE --spec SPEC, and no SCORED."""
@@ -268,6 +289,19 @@ def report(
                     "referee report --rollouts ROLLOUTS --spec SPEC")  # fmt: skip
         scored, rollouts = None, scored
     _scored_or_spec(scored, spec, rollouts)
+    if math_answers and answer_key:
+        raise click.UsageError("--math-answers and --answer-key are two sources of the answers: "
+                               "pass one")  # fmt: skip
+    if (math_answers or answer_key) and rollouts is None:
+        raise click.UsageError("--math-answers and --answer-key read the rollouts: pass "
+                               "--rollouts too")  # fmt: skip
+    join = functools.partial(join_rows, subset_key=subset_key, answer_key=answer_key,
+                             math_answers=math_answers)  # fmt: skip
+    try:
+        k_values = None if ks is None else parse_ks(ks)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--k") from None
+    found_subset = None
     try:
         mapping = parse_mapping(maps)
         repeats: list[list[float | None]] | None = None
@@ -276,12 +310,12 @@ def report(
             items = list(read_rollouts(rollouts, format=format_, mapping=mapping))
             runs = [score_in_memory(items, reward, source=str(rollouts)) for _ in range(repeat)]
             repeats = [[r.reward for r in run] for run in runs]
-            rows, found, found_pref = join_rows(
+            rows, found, found_pref, found_subset = join(
                 items, runs[0], label, preference, source=str(rollouts)
             )
         elif rollouts is not None and scored is not None:
             items_iter = read_rollouts(rollouts, format=format_, mapping=mapping)
-            rows, found, found_pref = join_rows(
+            rows, found, found_pref, found_subset = join(
                 items_iter, read_scored(scored), label, preference, source=str(scored)
             )
         else:
@@ -292,8 +326,12 @@ def report(
         raise click.ClickException(str(exc)) from None
     shown = scored if scored is not None else rollouts
     assert shown is not None  # (the usage checks above)
+    answers = f"metadata.{answer_key}" if answer_key else "math" if math_answers else None
+    passk = PassKOptions(ks=k_values, threshold=correct_at, failed_as=failed_attempts,
+                         answers=answers, subset_key=found_subset)  # fmt: skip
     result = build_report(rows, label=found, preference=found_pref, threshold=threshold,
-                          repeats=repeats, source=str(shown))  # fmt: skip
+                          repeats=repeats, source=str(shown), passk=passk,
+                          panel_level=panel_level)  # fmt: skip
     console = Console()
     _print_report(console, result)
     if json_path is not None:
@@ -352,6 +390,8 @@ def _print_report(console: Console, result: Report) -> None:
             f"{100 * det.changed_share:.1f}%, verdict flipped for "
             f"{100 * det.verdict_flip_share:.1f}%"
         )
+    for line in [*passk_lines(result), *panel_lines(result)]:
+        console.print(line, markup=False, highlight=False)
     if result.failures:
         console.print("failures: " + ", ".join(f"{k} {v}" for k, v in result.failures.items()))
 

@@ -11,7 +11,10 @@
 - agreement with human labels where the rows carry them (Spearman, Kendall's tau-b; for
   binary labels accuracy and Cohen's kappa at a threshold), each with a bootstrap 95% CI;
 - determinism, when the same rollouts were scored several times: the share whose value
-  changed and whose verdict (value >= threshold) flipped.
+  changed and whose verdict (value >= threshold) flipped;
+- pass@k, maj@n and avg@n over the groups, overall and per subset (`referee.report.passk`);
+- judge panels' agreement: Krippendorff's alpha between members, and each member's agreement
+  with human labels and their error correlation (`referee.report.panel`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from referee.errors import RolloutError
+from referee.report.panel import build_panels
+from referee.report.passk import FailedAs, build_passk, math_answer
 from referee.report.results import (
     Agreement,
     ComponentLength,
@@ -42,6 +47,7 @@ from referee.report.results import (
     StepRewards,
 )
 from referee.report.stats import (
+    AlphaLevel,
     Estimate,
     bootstrap,
     cohen_kappa,
@@ -59,12 +65,15 @@ __all__ = [
     "LABEL_KEYS",
     "MISSING_REASONS",
     "PREFERENCE_KEYS",
+    "SUBSET_KEYS",
+    "PassKOptions",
     "ReportRow",
     "build_report",
     "join_rows",
     "label_value",
     "missing_lines",
     "preference_value",
+    "subset_value",
 ]
 
 AGREEMENT_STATISTICS = ("spearman", "kendall_tau", "accuracy", "cohen_kappa")
@@ -77,6 +86,10 @@ LABEL_KEYS = ("label", "human_label", "human_score", "human", "gold_score")
 PREFERENCE_KEYS = ("preferred", "chosen", "human_preferred")
 """Metadata keys read as a human preference (true: the attempt a person preferred in its
 group, false: one they did not) when no `--preference` is given."""
+
+SUBSET_KEYS = ("subset", "data_source")
+"""Metadata keys read as a rollout's subset (for pass@k per subset) when no `--subset-key` is
+given, first found wins (``data_source`` is verl's)."""
 
 MISSING_REASONS = 5
 """How many reasons a component's `Missing` lists, most common first."""
@@ -105,6 +118,8 @@ class ReportRow:
     cost: float | None = None
     latency: float | None = None
     tokens: int | None = None
+    subset: str | None = None
+    answer: str | None = None
 
     @classmethod
     def of(
@@ -114,6 +129,8 @@ class ReportRow:
         chars: int | None = None,
         label: float | None = None,
         preferred: bool | None = None,
+        subset: str | None = None,
+        answer: str | None = None,
     ) -> ReportRow:
         """What the report needs of a scored output row, with what its rollout adds (the
         completion's length, a human label or preference) where the rollout is known."""
@@ -134,6 +151,8 @@ class ReportRow:
             cost=scored.cost,
             latency=scored.latency,
             tokens=scored.tokens,
+            subset=subset,
+            answer=answer,
         )
 
 
@@ -280,9 +299,16 @@ def _component_lengths(rows: Sequence[ReportRow]) -> dict[str, ComponentLength]:
 
 def _agreement(rows: Sequence[ReportRow], label: str, threshold: float) -> Agreement | None:
     pairs = [(r.value, r.label) for r in rows if r.label is not None and r.value is not None]
+    return _agreement_of(pairs, label, threshold)
+
+
+def _agreement_of(
+    pairs: Sequence[tuple[float, float]], label: str, threshold: float
+) -> Agreement | None:
+    """Agreement of (value, label) pairs with the labels; None under 3 pairs."""
     if len(pairs) < 3:
         return None
-    sample = _sample(pairs, BOOTSTRAP_MAX)
+    sample = _sample(list(pairs), BOOTSTRAP_MAX)
     xs, ys = [p[0] for p in sample], [p[1] for p in sample]
     spearman_ci = Statistic.of(bootstrap(spearman, xs, ys, resamples=500))
     kendall_ci = Statistic.of(bootstrap(kendall_tau, xs, ys, resamples=200))
@@ -386,6 +412,26 @@ def _determinism(repeats: Sequence[Sequence[float | None]], threshold: float) ->
     )
 
 
+@dataclass(frozen=True, slots=True)
+class PassKOptions:
+    """How the report computes pass@k, maj@n and avg@n (`referee.report.passk`).
+
+    Attributes:
+        ks: The k of pass@k (default: 1 and the powers of two up to the smallest group).
+        threshold: The reward at or above which an attempt is correct.
+        failed_as: A failed attempt (no reward) as an incorrect attempt, or left out.
+        answers: Where the rows' answers came from (``metadata.KEY``, ``math``); None: the
+            rows carry none and maj@n is not computed.
+        subset_key: The metadata key the rows' subsets came from.
+    """
+
+    ks: Sequence[int] | None = None
+    threshold: float = 1.0
+    failed_as: FailedAs = "incorrect"
+    answers: str | None = None
+    subset_key: str | None = None
+
+
 def build_report(
     rows: Iterable[ReportRow],
     *,
@@ -394,9 +440,21 @@ def build_report(
     threshold: float = 0.5,
     repeats: Sequence[Sequence[float | None]] | None = None,
     source: str | None = None,
+    passk: PassKOptions | None = None,
+    panel_level: AlphaLevel | None = None,
 ) -> Report:
-    """The diagnostics of scored rows (see the module docstring)."""
+    """The diagnostics of scored rows (see the module docstring). `passk` sets how pass@k is
+    computed (default `PassKOptions()`); `panel_level` fixes a panel's alpha level of
+    measurement (default: nominal for 0/1 verdicts, else interval)."""
     kept = list(rows)
+    options = passk or PassKOptions()
+    agree = None
+    if label is not None:
+        named = label
+
+        def agree(pairs: Sequence[tuple[float, float]]) -> Agreement | None:
+            return _agreement_of(pairs, named, threshold)
+
     totals = [r.value for r in kept if r.value is not None]
     components = {}
     for name in _component_names(kept):
@@ -432,6 +490,15 @@ def build_report(
         preferences=None if preference is None else _preferences(kept, preference),
         steps=_steps(kept),
         determinism=None if not repeats or len(repeats) < 2 else _determinism(repeats, threshold),
+        passk=build_passk(
+            kept,
+            ks=options.ks,
+            threshold=options.threshold,
+            failed_as=options.failed_as,
+            answers=options.answers,
+            subset_key=options.subset_key,
+        ),
+        panels=build_panels(kept, level=panel_level, label=label, agree=agree),
     )
 
 
@@ -505,9 +572,14 @@ def join_rows(
     preference: str | None = None,
     *,
     source: str = "the scored file",
-) -> tuple[list[ReportRow], str | None, str | None]:
-    """Report rows from input items and their scored rows (in the same order), and the label
-    and preference keys found (`label_value`, `preference_value`).
+    subset_key: str | None = None,
+    answer_key: str | None = None,
+    math_answers: bool = False,
+) -> tuple[list[ReportRow], str | None, str | None, str | None]:
+    """Report rows from input items and their scored rows (in the same order), and the label,
+    preference and subset keys found (`label_value`, `preference_value`, `subset_value`).
+    Each row's answer (for maj@n) is the rollout's metadata at `answer_key`, or with
+    `math_answers` its completion's final answer (`referee.report.passk.math_answer`).
 
     Raises:
         RolloutError: The two differ in length, or a row's id differs from its rollout's:
@@ -516,15 +588,44 @@ def join_rows(
     rows: list[ReportRow] = []
     found: str | None = label
     found_pref: str | None = preference
+    found_subset: str | None = subset_key
     for item, scored in paired(items, scores, source):
         chars = None
         value = None
         preferred = None
+        subset = answer = None
         if isinstance(item, RowOk):
+            metadata = item.rollout.metadata
             chars = len(item.rollout.completion_text)
-            key, value = label_value(item.rollout.metadata, label)
+            key, value = label_value(metadata, label)
             found = found or key
-            pkey, preferred = preference_value(item.rollout.metadata, preference)
+            pkey, preferred = preference_value(metadata, preference)
             found_pref = found_pref or pkey
-        rows.append(ReportRow.of(scored, chars=chars, label=value, preferred=preferred))
-    return rows, found, found_pref
+            skey, subset = subset_value(metadata, subset_key)
+            found_subset = found_subset or (skey if subset is not None else None)
+            if answer_key is not None:
+                answer = _text_of(metadata.get(answer_key))
+            elif math_answers:
+                answer = math_answer(item.rollout.completion_text)
+        rows.append(ReportRow.of(scored, chars=chars, label=value, preferred=preferred,
+                                 subset=subset, answer=answer))  # fmt: skip
+    return rows, found, found_pref, found_subset
+
+
+def _text_of(value: object) -> str | None:
+    """A metadata value as a subset name or an answer: text as it is, a number or a bool as
+    JSON writes it; None for anything else (absent, null, a list or an object)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return str(value)
+    return None
+
+
+def subset_value(metadata: Mapping[str, Any], key: str | None) -> tuple[str | None, str | None]:
+    """The subset a rollout's metadata names (the named key, or the first of SUBSET_KEYS):
+    (key, name), or (key, None) where it is absent or not text or a number."""
+    found = _key_of(metadata, key, SUBSET_KEYS)
+    return found, _text_of(metadata.get(found)) if found is not None else None

@@ -10,7 +10,15 @@ from collections.abc import Sequence
 from html import escape
 
 from referee.report.diagnostics import AGREEMENT_STATISTICS
-from referee.report.results import Distribution, Report, Statistic
+from referee.report.results import (
+    Distribution,
+    GroupRate,
+    PanelAgreement,
+    PassAtK,
+    PassAtKSlice,
+    Report,
+    Statistic,
+)
 
 __all__ = ["render_html"]
 
@@ -188,6 +196,94 @@ def _missing_section(report: Report) -> str:
     return "".join(out)
 
 
+def _rate(r: GroupRate | None) -> str:
+    """A rate over problems: value ± its standard error [95% CI]."""
+    if r is None:
+        return "-"
+    se = "" if r.se is None else f" &plusmn; {_fmt(r.se, 2)}"
+    ci = ""
+    if r.ci_low is not None:
+        ci = f' <span class="muted">[{_fmt(r.ci_low, 3)}, {_fmt(r.ci_high, 3)}]</span>'
+    left = f' <span class="muted">({r.excluded} left out)</span>' if r.excluded else ""
+    return f"{_fmt(r.value, 3)}{se}{ci}{left}"
+
+
+def _passk_row(name: str, part: PassAtKSlice, ks: Sequence[int]) -> str:
+    attempts = str(part.min_attempts)
+    if part.max_attempts != part.min_attempts:
+        attempts += f"&ndash;{part.max_attempts}"
+    cells = [escape(name), str(part.problems), attempts, str(part.failed)]
+    cells += [_rate(part.pass_at.get(str(k))) for k in ks]
+    cells += [_rate(part.maj), _rate(part.avg)]
+    return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+
+
+def _passk_section(passk: PassAtK) -> str:
+    """pass@k, maj@n and avg@n per group, overall and per subset, with a plot of pass@k by k."""
+    head = "".join(f"<th>pass@{k}</th>" for k in passk.ks)
+    out = ["<h2>pass@k, maj@n, avg@n</h2>",
+           f"<p>An attempt is correct at reward &ge; {_fmt(passk.threshold)}; a failed attempt "
+           f"counts as {escape(passk.failed_as)}. pass@k is the unbiased estimator (Chen et al. "
+           "2021) over the problems with at least k attempts; each value &plusmn; its standard "
+           "error over problems [bootstrap 95% CI].</p>",
+           "<table><tr><th>rows</th><th>problems</th><th>attempts each</th><th>failed</th>"
+           f"{head}<th>maj@n</th><th>avg@n</th></tr>",
+           _passk_row("all", passk.overall, passk.ks)]  # fmt: skip
+    subset = escape(passk.subset_key or "subset")
+    for name, part in passk.subsets.items():
+        out.append(_passk_row(f"{subset}={name}", part, passk.ks))
+    out.append("</table>")
+    notes = []
+    if passk.answers is None:
+        notes.append("maj@n needs each attempt's answer (--answer-key or --math-answers).")
+    else:
+        notes.append(f"maj@n: the most common answer ({escape(passk.answers)}) among a "
+                     "problem's attempts; a tie scores the tied answers' mean.")  # fmt: skip
+        if passk.overall.no_answer:
+            notes.append(f"{passk.overall.no_answer} problems with no answer score 0.")
+    if passk.ungrouped:
+        notes.append(f"{passk.ungrouped} rows with no group id are left out.")
+    out.append(f"<p class='muted'>{' '.join(notes)}</p>")
+    points = [(float(k), r.value) for k, r in passk.overall.pass_at.items() if r.value is not None]
+    if len(points) >= 2:
+        out.append("<div class='plots'>" + scatter(points, "pass@k by k", "k", "pass@k")
+                   + "</div>")  # fmt: skip
+    return "".join(out)
+
+
+def _panel_section(name: str, panel: PanelAgreement) -> str:
+    """A judge panel's agreement: alpha, and each member's with the human labels."""
+    out = [f"<h2>Judge panel {escape(name)}</h2>",
+           f"<p>Krippendorff's alpha ({escape(panel.level)}) {_estimate(panel.alpha)} over "
+           f"{panel.pairable} rows that two or more of {len(panel.members)} judges scored "
+           f"({panel.units} rows in all); an abstention is a missing value.</p>"]  # fmt: skip
+    labelled = bool(panel.agreement)
+    head = "<th>spearman</th><th>accuracy</th><th>cohen kappa</th>" if labelled else ""
+    out.append(f"<table><tr><th>judge</th><th>abstained</th>{head}</tr>")
+    for member in panel.members:
+        cells = [escape(member), str(panel.abstained.get(member, 0))]
+        if labelled:
+            a = panel.agreement.get(member)
+            cells += [_estimate(None if a is None else getattr(a, k))
+                      for k in ("spearman", "accuracy", "cohen_kappa")]  # fmt: skip
+        out.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    out.append("</table>")
+    if panel.error_correlations:
+        label = escape(panel.label or "label")
+        error = f"value &minus; {label}"
+        error = f"|{error}|" if panel.errors == "absolute" else error
+        out.append(f"<p>Correlation of the judges' errors ({error}): mean "
+                   f"{_fmt(panel.mean_error_correlation, 3)}; the panel is worth "
+                   f"{_fmt(panel.effective_judges, 3)} independent judges (n / (1 + (n &minus; "
+                   "1) &times; mean r)).</p><table><tr><th>judges</th><th>n</th>"
+                   "<th>Pearson r</th></tr>")  # fmt: skip
+        for c in panel.error_correlations:
+            out.append(f"<tr><td>{escape(c.a)} / {escape(c.b)}</td><td>{c.n}</td>"
+                       f"<td>{_fmt(c.pearson, 3)}</td></tr>")  # fmt: skip
+        out.append("</table>")
+    return "".join(out)
+
+
 def render_html(report: Report, title: str = "referee report") -> str:
     """The report (from `build_report`) as a self-contained HTML page."""
     reward = report.reward
@@ -205,6 +301,9 @@ def render_html(report: Report, title: str = "referee report") -> str:
     out.append(_card("failed", str(report.failed), muted))
     if grpo is not None:
         out.append(_card("zero-variance groups", _pct(grpo.zero_variance_share)))
+    if report.passk is not None:
+        out.append(_card("pass@1", _fmt(report.passk.overall.pass_at["1"].value, 3))
+                   if "1" in report.passk.overall.pass_at else "")  # fmt: skip
     length = report.length
     if length is not None:
         out.append(_card("reward vs length (Spearman)", _fmt(length.spearman, 3)))
@@ -280,6 +379,12 @@ def render_html(report: Report, title: str = "referee report") -> str:
             if statistic is not None:
                 out.append(f"<tr><td>{key}</td><td>{_estimate(statistic)}</td></tr>")
         out.append(f"</table><p class='muted'>{agreement.n} labelled rollouts.</p>")
+
+    for name, panel in report.panels.items():
+        out.append(_panel_section(name, panel))
+
+    if report.passk is not None:
+        out.append(_passk_section(report.passk))
 
     steps = report.steps
     if steps is not None:

@@ -10,11 +10,11 @@ bootstrap interval, as any of them reports it.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from referee.report.stats import Estimate
+from referee.report.stats import AlphaLevel, Estimate
 from referee.rollouts.scored import Number
 
 __all__ = [
@@ -23,10 +23,15 @@ __all__ = [
     "ComponentLength",
     "Determinism",
     "Distribution",
+    "ErrorCorrelation",
+    "GroupRate",
     "GrpoSignal",
     "JudgeUsage",
     "LengthCorrelation",
     "Missing",
+    "PanelAgreement",
+    "PassAtK",
+    "PassAtKSlice",
     "Preferences",
     "Report",
     "Result",
@@ -197,6 +202,98 @@ class Determinism(Result):
     threshold: float
 
 
+class GroupRate(Result):
+    """A mean over problems (groups) of a per-problem score: pass@k, maj@n or avg@n, with its
+    standard error over problems (the sample standard deviation of the per-problem scores over
+    the square root of their number) and a percentile-bootstrap 95% interval that resamples
+    problems."""
+
+    value: float | None
+    se: float | None
+    ci_low: float | None
+    ci_high: float | None
+    problems: int
+    """Problems the mean is over."""
+    excluded: int = Field(default=0, exclude_if=_empty)
+    """Problems left out: fewer than k attempts (pass@k), or no attempt with a score."""
+
+
+class PassAtKSlice(Result):
+    """pass@k, maj@n and avg@n over one set of problems: all of them, or one subset's."""
+
+    problems: int
+    attempts: int
+    failed: int
+    """Attempts with no reward (a failed scoring): see `PassAtK.failed_as`."""
+    min_attempts: int
+    max_attempts: int
+    pass_at: dict[str, GroupRate]
+    """pass@k by k (the key is k as text, as JSON keys are)."""
+    avg: GroupRate
+    """avg@n: each problem's mean reward over its scored attempts, averaged over problems."""
+    maj: GroupRate | None
+    """maj@n: whether the most common answer among a problem's n attempts is correct (None
+    where the attempts carry no answers)."""
+    no_answer: int = Field(default=0, exclude_if=_empty)
+    """Problems where no attempt had an answer: maj@n counts them as 0."""
+
+
+class PassAtK(Result):
+    """pass@k, maj@n and avg@n per group of attempts at one prompt, overall and per subset.
+
+    An attempt is correct when its reward is at least `threshold`. A failed attempt (no
+    reward) counts as an incorrect attempt (`failed_as` ``incorrect``) or is left out
+    (``excluded``); avg@n always leaves it out (it has no reward to average).
+    """
+
+    threshold: float
+    failed_as: Literal["incorrect", "excluded"]
+    ks: tuple[int, ...]
+    answers: str | None
+    """Where maj@n's answers came from (``metadata.KEY`` or ``math``), None without answers."""
+    subset_key: str | None
+    ungrouped: int
+    """Rows with no group id: left out (a problem needs its group of attempts)."""
+    overall: PassAtKSlice
+    subsets: dict[str, PassAtKSlice] = Field(default_factory=dict, exclude_if=_empty)
+
+
+class ErrorCorrelation(Result):
+    """Pearson's r between two panel members' errors against the human labels."""
+
+    a: str
+    b: str
+    n: int
+    pearson: float | None
+
+
+class PanelAgreement(Result):
+    """A judge panel's agreement: between its members (Krippendorff's alpha, abstentions
+    left out as missing values) and, where human labels exist, each member's with them and
+    the correlation of the members' errors."""
+
+    members: tuple[str, ...]
+    units: int
+    """Rows where at least one member gave a value."""
+    pairable: int
+    """Rows where two or more members gave a value (the rows alpha is computed from)."""
+    abstained: dict[str, int]
+    """Rows where the member gave no value, by member."""
+    level: AlphaLevel
+    alpha: Statistic
+    label: str | None = Field(default=None, exclude_if=_absent)
+    agreement: dict[str, Agreement] = Field(default_factory=dict, exclude_if=_empty)
+    """Each member's agreement with the human labels."""
+    errors: Literal["signed", "absolute"] | None = Field(default=None, exclude_if=_absent)
+    """The errors correlated: value - label (``signed``), or its size for pass/fail labels
+    (``absolute``: there the label alone fixes the sign)."""
+    error_correlations: tuple[ErrorCorrelation, ...] = Field(default=(), exclude_if=_empty)
+    mean_error_correlation: float | None = Field(default=None, exclude_if=_absent)
+    effective_judges: float | None = Field(default=None, exclude_if=_absent)
+    """n / (1 + (n - 1) * mean error correlation): how many independent judges the panel's
+    errors are worth (None where the mean correlation makes it undefined)."""
+
+
 class Report(Result):
     """The diagnostics of a scored set of rollouts; a section is None where the rows do not
     have what it needs (no groups, no lengths, no labels, ...)."""
@@ -216,3 +313,6 @@ class Report(Result):
     preferences: Preferences | None
     steps: StepRewards | None
     determinism: Determinism | None
+    passk: PassAtK | None = Field(default=None, exclude_if=_absent)
+    panels: dict[str, PanelAgreement] = Field(default_factory=dict, exclude_if=_empty)
+    """Judge panels' agreement, by the components' prefix before ``panel.`` ("" for none)."""

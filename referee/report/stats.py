@@ -1,5 +1,6 @@
 """The statistics a reward report needs, in plain Python: ranks, Pearson, Spearman, Kendall's
-tau-b (O(n log n), Knight's algorithm), Cohen's kappa, histograms, percentile bootstrap."""
+tau-b (O(n log n), Knight's algorithm), Cohen's kappa, Krippendorff's alpha, the unbiased
+pass@k estimator, histograms, percentile bootstrap."""
 
 from __future__ import annotations
 
@@ -8,13 +9,17 @@ import random
 from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 __all__ = [
+    "AlphaLevel",
     "Estimate",
     "bootstrap",
     "cohen_kappa",
     "histogram",
     "kendall_tau",
+    "krippendorff_alpha",
+    "pass_at_k",
     "pearson",
     "quantile",
     "ranks",
@@ -112,6 +117,100 @@ def cohen_kappa(a: Sequence[Hashable], b: Sequence[Hashable]) -> float | None:
     if expected >= 1:
         return None
     return (observed - expected) / (1 - expected)
+
+
+AlphaLevel = Literal["nominal", "ordinal", "interval", "ratio"]
+"""Krippendorff's levels of measurement: which distance between two values alpha uses."""
+
+
+def krippendorff_alpha(
+    units: Sequence[Sequence[float | None]], level: AlphaLevel = "interval"
+) -> float | None:
+    """Krippendorff's alpha of the values raters gave to units: `units[u][r]` is rater r's
+    value for unit u, None where r gave none (missing values are left out, as Krippendorff
+    does: a unit with fewer than two values adds nothing). The same number as the
+    `krippendorff` package's ``alpha(reliability_data=..., level_of_measurement=level)`` (its
+    reliability data is this table transposed), computed without numpy and without a
+    values-by-values matrix except for ``ordinal``. None where alpha is undefined: fewer than
+    two distinct values, or no unit with two values.
+    """
+    pairable = [[v for v in unit if v is not None] for unit in units]
+    pairable = [values for values in pairable if len(values) >= 2]
+    counts: Counter[float] = Counter()  # n_c: how often each value is pairable
+    for values in pairable:
+        counts.update(values)
+    n = sum(counts.values())
+    if len(counts) < 2 or n < 2:
+        return None
+    distance = _alpha_distance(level, counts)
+    observed = 0.0  # sum over units of (sum over ordered pairs of raters' distance) / (m_u - 1)
+    for values in pairable:
+        observed += _pairs_distance(Counter(values), level, distance) / (len(values) - 1)
+    expected = _pairs_distance(counts, level, distance) / (n - 1)
+    if expected == 0:
+        return None
+    return 1 - observed / expected
+
+
+def _alpha_distance(level: AlphaLevel, counts: Counter[float]) -> Callable[[float, float], float]:
+    """The squared distance alpha uses at `level`; ordinal's depends on the values' counts."""
+    if level == "nominal":
+        return lambda a, b: float(a != b)
+    if level == "interval":
+        return lambda a, b: float((a - b) ** 2)
+    if level == "ratio":
+        return lambda a, b: 0.0 if a + b == 0 else float(((a - b) / (a + b)) ** 2)
+    domain = sorted(counts)
+    cumulative = [0.0]  # cumulative[i]: the counts of the values below domain[i]
+    for v in domain:
+        cumulative.append(cumulative[-1] + counts[v])
+    index = {v: i for i, v in enumerate(domain)}
+
+    def ordinal(a: float, b: float) -> float:
+        i, j = sorted((index[a], index[b]))
+        between = cumulative[j + 1] - cumulative[i]
+        return (between - (counts[a] + counts[b]) / 2) ** 2
+
+    return ordinal
+
+
+def _pairs_distance(
+    counts: Counter[float], level: AlphaLevel, distance: Callable[[float, float], float]
+) -> float:
+    """The sum of `distance` over ordered pairs of distinct elements of the multiset `counts`
+    (pairs of equal values are at distance 0 at every level): in closed form for nominal and
+    interval, whose values may be many (scores on a continuous scale)."""
+    n = sum(counts.values())
+    if level == "nominal":
+        return float(n * n - sum(c * c for c in counts.values()))
+    if level == "interval":
+        s1 = math.fsum(c * v for v, c in counts.items())
+        s2 = math.fsum(c * v * v for v, c in counts.items())
+        return max(0.0, 2 * n * s2 - 2 * s1 * s1)
+    values = list(counts)
+    total = 0.0
+    for i, a in enumerate(values):
+        for b in values[i + 1 :]:
+            total += 2 * counts[a] * counts[b] * distance(a, b)
+    return total
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased estimate of pass@k from n attempts of which c are correct (Chen et al.
+    2021): 1 - C(n-c, k) / C(n, k), as the paper's stable product 1 - prod_{i=n-c+1}^{n}
+    (1 - k/i).
+
+    Raises:
+        ValueError: k is not in 1..n, or c is not in 0..n.
+    """
+    if not 1 <= k <= n or not 0 <= c <= n:
+        raise ValueError(f"pass@k needs 1 <= k <= n and 0 <= c <= n; got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    product = 1.0
+    for i in range(n - c + 1, n + 1):
+        product *= 1.0 - k / i
+    return 1.0 - product
 
 
 def quantile(sorted_values: Sequence[float], q: float) -> float:
