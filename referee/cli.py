@@ -391,7 +391,7 @@ def _print_report(console: Console, result: Report) -> None:
             f"{100 * det.verdict_flip_share:.1f}%"
         )
     for line in [*passk_lines(result), *panel_lines(result)]:
-        console.print(line, markup=False, highlight=False)
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     if result.failures:
         console.print("failures: " + ", ".join(f"{k} {v}" for k, v in result.failures.items()))
 

@@ -278,3 +278,29 @@ def test_injected_text_moves_no_member(attack: str) -> None:
         )
     assert clean.value == injected.value == 0.0 and control.value == 1.0
     assert all(injected.components[f"panel.{n}"] == 0.0 for n in NAMES.values())
+
+
+def test_the_report_reads_a_real_panels_components() -> None:
+    # End to end: a panel scored over HTTP, its rows in the report. The report finds the panel
+    # from the components the reward wrote, with each member's abstentions and an alpha.
+    from referee.report.diagnostics import ReportRow, build_report
+
+    verdicts = {"yes": {A: True, B: True, C: FAIL}, "no": {A: False, B: True, C: False}}
+
+    def script(request: dict[str, Any]) -> Reply | Fault:
+        said = "yes" if "RIGHT" in json.dumps(request["messages"]) else "no"
+        return by_model(verdicts[said])(request)
+
+    with FakeJudgeServer(script) as server:
+        reward = referee.load({"combine": "weighted", "components": {"quality": {
+            "type": "reference_judge", "api_base": server.url, "cache": False,
+            "structured": "prompt", "retries": 0, "models": [A, B, C]}}})  # fmt: skip
+        rollouts = [make(c, reference="42") for c in ("RIGHT 42", "wrong 41") * 3]
+        scores = referee.score(reward, rollouts)
+    rows = [ReportRow(value=s.value, components=s.components, failure=None) for s in scores]
+    panels = build_report(rows).panels
+    assert panels is not None and list(panels) == ["quality.panel"]
+    panel = panels["quality.panel"]
+    assert panel.members == tuple(NAMES[m] for m in (A, B, C))
+    assert panel.abstained == {NAMES[A]: 0, NAMES[B]: 0, NAMES[C]: 3}
+    assert panel.level == "nominal" and panel.units == 6
