@@ -297,6 +297,20 @@ def _strict(model: type[BaseModel], *names: str) -> dict[str, Any]:
     return {name: properties[name] for name in names}
 
 
+_PANEL_CLIENT = "PanelClient"
+
+
+def _panel_client(client: JsonSchemaValue) -> JsonSchemaValue:
+    """A panel's shared client under ``client``: the client's options, but no ``model`` (each
+    member names its own under ``models``)."""
+    return {
+        "description": "The judge client options a panel's members share (no model).",
+        "type": "object",
+        "properties": {**client["properties"], "model": False},
+        "additionalProperties": False,
+    }
+
+
 def _type_schema(
     name: str, cls: type[Any], options: JsonSchemaValue, client: JsonSchemaValue
 ) -> JsonSchemaValue:
@@ -325,7 +339,15 @@ def _type_schema(
         out["dependentSchemas"] = {"client": {"properties": dict.fromkeys(flat, False)}}
         if "models" in own and needs:  # a panel names its models under `models`, not `model`
             out["anyOf"].append({"required": ["models"]})
-            out["dependentSchemas"]["models"] = {"properties": {"model": False}}
+            # ... so its client, flat or under `client`, has no model of its own
+            out["dependentSchemas"]["models"] = {
+                "properties": {"model": False, "client": {"$ref": f"#/$defs/{_PANEL_CLIENT}"}}
+            }
+            whole = properties.get("client")
+            if whole is not None:
+                properties["client"] = {}  # which client shape: decided by `models`, below
+                out["if"] = {"required": ["models"]}
+                out["else"] = {"properties": {"client": whole}}
     base = issubclass(cls, RewardBase)
     keys = _keys_schema(RewardKeys)["properties"]
     null: JsonSchemaValue = {"type": "null"}
@@ -401,6 +423,7 @@ def json_schema(types: Iterable[str] | None = None) -> dict[str, Any]:
 
     for name in names:
         own(f"type-{name}", _type_schema(name, _class(name), options[name], options["<client>"]))
+    own(_PANEL_CLIENT, _panel_client(options["<client>"]))
     transforms = _keys_schema(TransformKeys)["properties"]
     is_combination = {"anyOf": [{"required": ["combine"]}, {"required": ["components"]}]}
     combination = _keys_schema(CombinationKeys)

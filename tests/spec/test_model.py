@@ -37,6 +37,11 @@ PUBLISHED = ROOT / "docs" / "spec.schema.json"
 REGENERATE = "referee schema > docs/spec.schema.json"
 
 HAND: list[dict[str, Any]] = [
+    # a judge panel: the shared client options flat or nested, neither with a model of its own
+    {"type": "reference_judge", "models": ["openai/a", {"model": "openai/b", "name": "b"}],
+     "timeout": 5, "vote": "majority", "quorum": 2},
+    {"type": "rubric_judge", "rubric": "helpfulness", "models": ["openai/a", "openai/b"],
+     "client": {"api_base": "http://127.0.0.1:8000/v1", "timeout": 5}, "vote": "mean"},
     # every short form of a single reward
     {"type": "json_valid"},
     {"type": "json_valid", "name": "valid", "description": "strict JSON", "extract": "fenced"},
@@ -109,6 +114,15 @@ HAND: list[dict[str, Any]] = [
 
 # Specs the loader rejects for a key or a value, each with what it gets wrong.
 REJECTED: list[tuple[str, dict[str, Any]]] = [
+    ("a panel with a model too", {"type": "reference_judge", "models": ["openai/a"],
+                                   "model": "openai/b"}),
+    ("a panel's nested client with a model", {"type": "reference_judge", "models": ["openai/a"],
+                                              "client": {"model": "openai/b"}}),
+    ("a panel's nested client with an unknown key", {"type": "reference_judge",
+                                                     "models": ["openai/a"],
+                                                     "client": {"timeot": 5}}),
+    ("a single judge's nested client without a model", {"type": "reference_judge",
+                                                         "client": {"timeout": 5}}),
     ("an unknown option", {"type": "json_valid", "extrct": "fenced"}),
     ("an unknown option value", {"type": "json_valid", "extract": "fencd"}),
     ("a misspelled type", {"type": "json_vaild"}),
