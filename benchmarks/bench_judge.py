@@ -36,8 +36,6 @@ import gc
 import json
 import logging
 import os
-import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -52,7 +50,7 @@ from pydantic import BaseModel
 
 import referee
 from referee.judges import JudgeClient
-from referee.judges.testing import requests_seen, server_process
+from referee.judges.testing import redis_server, requests_seen, server_process
 from referee.judges.transport import Transport
 from referee.rewards import RubricJudge
 
@@ -239,28 +237,11 @@ def fresh(flag: str, cache_path: str, url: str, calls: int) -> float:
 def start_redis(directory: str) -> tuple[subprocess.Popen[bytes], str] | None:
     """A redis-server on a free loopback port keeping nothing on disk, as the tests start one
     (None where it is not installed), and the URL of its database 0."""
-    binary = shutil.which("redis-server")
-    if binary is None:
+    started = redis_server(directory)
+    if started is None:
         return None
-    import redis
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", directory],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    client = redis.Redis(port=port, socket_timeout=1)
-    for _ in range(200):
-        try:
-            client.ping()
-            return server, f"redis://127.0.0.1:{port}/0"
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    server.kill()
-    raise SystemExit("redis-server did not answer within 10s")
+    server, port = started
+    return server, f"redis://127.0.0.1:{port}/0"
 
 
 def copy_to_redis(cache_path: str, redis_url: str) -> int:

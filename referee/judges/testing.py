@@ -27,13 +27,15 @@ import argparse
 import json
 import math
 import re
+import shutil
+import socket
 import sys
 import threading
 import time
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from subprocess import PIPE, Popen
+from subprocess import DEVNULL, PIPE, Popen
 from typing import Any
 
 from referee._loopback import Fault, JsonHandler, LoopbackServer
@@ -44,6 +46,7 @@ __all__ = [
     "Reply",
     "Script",
     "Token",
+    "redis_server",
     "requests_seen",
     "server_process",
 ]
@@ -231,6 +234,41 @@ def requests_seen(url: str) -> int:
     """How many requests the server at `url` (`server_process`) has had."""
     with urllib.request.urlopen(f"{url}/requests", timeout=10) as answer:
         return int(json.loads(answer.read())["count"])
+
+
+def redis_server(directory: str, *options: str) -> tuple[Popen[bytes], int] | None:
+    """A ``redis-server`` on a free loopback port, keeping nothing on disk (``--save ''
+    --appendonly no``, its files under `directory`), ready when returned: the process and its
+    port; None where ``redis-server`` is not installed. For the Redis verdict cache's tests and
+    benchmark; end it by its PID.
+
+    Raises:
+        RuntimeError: It did not answer within 10 s (it is killed first).
+    """
+    binary = shutil.which("redis-server")
+    if binary is None:
+        return None
+    import redis
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+               "--appendonly", "no", "--dir", directory, *options]  # fmt: skip
+    server = Popen(command, stdout=DEVNULL, stderr=DEVNULL)
+    client = redis.Redis(port=port, socket_timeout=1)
+    try:
+        for _ in range(200):
+            try:
+                client.ping()
+                return server, port
+            except redis.ConnectionError:
+                time.sleep(0.05)
+    finally:
+        client.close()
+    server.kill()
+    server.wait(10)
+    raise RuntimeError("redis-server did not answer within 10s")
 
 
 if __name__ == "__main__":

@@ -14,13 +14,11 @@ import logging
 import multiprocessing
 import os
 import pickle
-import shutil
 import signal
 import socket
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,11 +31,9 @@ from referee._aio import run_sync
 from referee.errors import SpecError
 from referee.judges import JudgeClient, VerdictCache, cache_key, shared_cache
 from referee.judges.redis_cache import NAMESPACE, RedisVerdictCache
-from referee.judges.testing import FakeJudgeServer, Reply
+from referee.judges.testing import FakeJudgeServer, Reply, redis_server
 
 redis = pytest.importorskip("redis", reason="the redis client is not installed: pip install redis")
-
-SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 
 
 def free_port() -> int:
@@ -48,24 +44,10 @@ def free_port() -> int:
 
 def start_redis(directory: Path) -> tuple[subprocess.Popen[bytes], int]:
     """A redis-server on a free loopback port, keeping nothing on disk; ready when returned."""
-    if not os.path.exists(SERVER):
+    started = redis_server(str(directory), "--databases", "64")
+    if started is None:
         pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
-    port = free_port()
-    proc = subprocess.Popen(
-        [SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--databases", "64", "--dir", str(directory)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    client = redis.Redis(port=port, socket_timeout=1)
-    for _ in range(200):
-        try:
-            client.ping()
-            return proc, port
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(10)
-    raise RuntimeError("redis-server did not answer within 10s")
+    return started
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
