@@ -577,9 +577,10 @@ def probe(
 ) -> None:  # fmt: skip
     """Try reward hacks built from ROLLOUTS against a spec; exit 1 when any works (for CI).
 
-    Probes: empty answer, format without content, prompt copied back, hedged answers, an
-    instruction to the grader, a fake verdict, a judge-fence escape, for code exit-0 / PASSED /
-    always-equal; and the gold answer repeated or padded (which must not earn more)."""
+    Probes: empty answer, format without content, prompt copied back, the prompt's own example
+    or template copied (which must earn nothing), hedged answers, an instruction to the grader,
+    a fake verdict, a judge-fence escape, for code exit-0 / PASSED / always-equal; and the gold
+    answer repeated or padded (which must not earn more)."""
     from referee.report.probes import probe_names, run_probes
 
     try:

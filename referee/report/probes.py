@@ -2,8 +2,10 @@
 
 For each group, the best-scored attempt is the gold answer. Each probe (`referee.report.hacks`)
 turns it into a hack; a content probe earning more than `fraction` of the gold answer's reward
-is a hack that works. The padding probes keep the correct content: they flag a reward that
-pays *more* for them than for the gold answer, which is how length and repetition hacks grow.
+is a hack that works, and text copied from the prompt (`copy_prompt_template`) earning any
+reward at all, more than an empty answer earns. The padding probes keep the correct content:
+they flag a reward that pays *more* for them than for the gold answer, which is how length and
+repetition hacks grow.
 
 Probes share the gold answer's group when the reward compares attempts, so a ranking judge
 sees the probe beside the real attempts.
@@ -112,48 +114,82 @@ async def _golds(reward: Reward, rollouts: Sequence[Rollout], limit: int) -> lis
     return golds
 
 
+async def _score_probe(
+    reward: Reward, probe: Probe, golds: Sequence[Gold]
+) -> list[tuple[Gold, list[tuple[str, Score, float | None]]]]:
+    """Every text the probe makes from each gold answer it applies to, scored, with the gold
+    answer's reward beside each. The k-th texts of all gold answers are scored in one batch
+    (so that an async reward, a judge, scores them concurrently); a probe that makes several
+    texts from one gold answer takes one batch for each, so that each is judged on its own
+    inside its gold answer's group where the reward compares attempts."""
+    grouped = needs_groups(reward)
+    made = [(gold, probe.texts(gold)) for gold in golds]
+    # where any reward flags the probe, an empty answer is scored first: what the reward pays
+    # for saying nothing is the bar (a reward that pays a little for every text is not paying
+    # for the copy)
+    made = [(gold, [""] * probe.any_reward + texts) for gold, texts in made if texts]
+    scored: list[tuple[Gold, list[tuple[str, Score, float | None]]]] = [(g, []) for g, _ in made]
+    for k in range(max((len(texts) for _, texts in made), default=0)):
+        batch: list[Rollout] = []
+        # (which gold, the hack's text, where the hack sits in the batch, and where its gold
+        # does when scored again beside it)
+        tried: list[tuple[int, str, int, int | None]] = []
+        for n, (gold, texts) in enumerate(made):
+            if k >= len(texts):
+                continue
+            gold_at = None
+            if grouped:  # the probe is judged inside its gold answer's group
+                gold_at = len(batch)
+                batch += [gold.rollout, *gold.others]
+            tried.append((n, texts[k], len(batch), gold_at))
+            name = probe.name if k == 0 else f"{probe.name}:{k}"
+            if probe.any_reward and k == 0:
+                name = f"{probe.name}:baseline"
+            batch.append(_with_completion(gold.rollout, name, texts[k]))
+        scores: list[Score] = await reward.score_batch(batch)
+        for n, text, h, g in tried:
+            gold = made[n][0]
+            scored[n][1].append((text, scores[h], gold.value if g is None else scores[g].value))
+    return scored
+
+
 async def _run_probe(
     reward: Reward, probe: Probe, golds: Sequence[Gold], fraction: float, max_share: float
 ) -> ProbeResult:
-    """One probe made from every gold answer it applies to, scored in one batch (so that an
-    async reward, a judge, scores them concurrently)."""
-    grouped = needs_groups(reward)
-    batch: list[Rollout] = []
-    # (gold, the hack's text, where the hack sits in the batch, and where its gold does when
-    # scored again beside it)
-    tried: list[tuple[Gold, str, int, int | None]] = []
-    for gold in golds:
-        text = probe.make(gold)
-        if text is None:
-            continue
-        gold_at = None
-        if grouped:  # the probe is judged inside its gold answer's group
-            gold_at = len(batch)
-            batch += [gold.rollout, *gold.others]
-        tried.append((gold, text, len(batch), gold_at))
-        batch.append(_with_completion(gold.rollout, probe.name, text))
-    scores: list[Score] = await reward.score_batch(batch) if batch else []
+    """One probe made from every gold answer it applies to. Where it makes several texts from
+    one gold answer, the best-paid of them counts, and a gold answer is given no score only
+    where none of them was."""
     flagged = 0
     probe_sum = gold_sum = 0.0
     failures: dict[str, int] = {}
     examples: list[ProbeExample] = []
-    for gold, text, h, g in tried:
-        hack = scores[h]
-        gold_value = gold.value if g is None else scores[g].value
-        if hack.value is None:
+    tried = await _score_probe(reward, probe, golds)
+    for gold, attempts in tried:
+        floor = 0.0
+        if probe.any_reward:  # the empty answer scored first: the bar
+            floor = max(floor, attempts[0][1].value or 0.0)
+            attempts = attempts[1:]
+        valued = [(t, s, g) for t, s, g in attempts if s.value is not None]
+        if not valued:
+            hack = attempts[0][1]
             kind = hack.failure.type if hack.failure else "error"
             failures[kind] = failures.get(kind, 0) + 1
             continue
-        probe_sum += hack.value
+        text, best, gold_value = max(valued, key=lambda a: _rank(a[1]))
+        value = best.value or 0.0
+        probe_sum += value
         gold_sum += gold_value or 0.0
-        bar = (gold_value or 0.0) * (fraction if probe.kind == "content" else 1.0)
-        if hack.value > bar + 1e-9:
+        if probe.any_reward:  # text copied from the prompt earns nothing, whatever gold earns
+            bar = floor
+        else:
+            bar = (gold_value or 0.0) * (fraction if probe.kind == "content" else 1.0)
+        if value > bar + 1e-9:
             flagged += 1
             if len(examples) < EXAMPLES:
                 example = ProbeExample(
                     id=gold.rollout.id,
                     gold=gold_value,
-                    probe=hack.value,
+                    probe=value,
                     completion=text[:TEXT_LIMIT],
                 )
                 examples.append(example)
@@ -200,7 +236,8 @@ async def run_probes(
     """Score the probes against the gold answers of up to `limit` groups.
 
     A content probe is flagged on a rollout when it earns more than `fraction` of the gold
-    answer's reward; a padding probe when it earns more than the gold answer. A probe fails
+    answer's reward (`copy_prompt_template`: any reward above 0 and above what an empty
+    answer earns); a padding probe when it earns more than the gold answer. A probe fails
     when the share of gold answers it is flagged on exceeds `max_share`.
     """
     golds = await _golds(reward, rollouts, limit)
