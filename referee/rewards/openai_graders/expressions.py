@@ -18,7 +18,7 @@ import ast
 import math
 from collections.abc import Callable, Collection, Mapping
 
-from referee.errors import RewardError
+from referee.errors import RefereeError, RewardError
 
 __all__ = ["FUNCTIONS", "FormulaError", "InvalidValue", "check_formula", "evaluate_formula"]
 
@@ -26,7 +26,7 @@ MAX_LENGTH = 4096
 """The longest formula accepted (characters)."""
 
 
-class FormulaError(ValueError):
+class FormulaError(RefereeError, ValueError):
     """A ``calculate_output`` that is not a formula OpenAI's graders accept."""
 
 

@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
+from referee.errors import RefereeError
 from referee.rewards.openai_graders.similarity import METRICS
 
 __all__ = ["GRADER_TYPES", "Grader", "GraderSpecError", "MultiGrader", "parse_grader"]
@@ -29,7 +30,7 @@ __all__ = ["GRADER_TYPES", "Grader", "GraderSpecError", "MultiGrader", "parse_gr
 GRADER_TYPES = ("string_check", "text_similarity", "score_model", "label_model", "python", "multi")
 
 
-class GraderSpecError(ValueError):
+class GraderSpecError(RefereeError, ValueError):
     """A grader object that is not in OpenAI's shape; `path` is where, in the grader."""
 
     def __init__(self, message: str, path: tuple[str | int, ...] = ()) -> None:

@@ -43,7 +43,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from referee.errors import NotApplicable
+from referee.errors import NotApplicable, RefereeError
 from referee.rollout import Rollout
 
 __all__ = ["Sample", "TemplateError", "check_template", "references", "render"]
@@ -55,11 +55,11 @@ UNFILLED_SAMPLE_VARIABLES = ("choices", "output_audio")
 """OpenAI's sample variables referee does not fill (one completion, no audio)."""
 
 
-class TemplateError(ValueError):
+class TemplateError(RefereeError, ValueError):
     """A template reference that can never resolve (a spec error)."""
 
 
-class SampleLacks(ValueError):
+class SampleLacks(RefereeError, ValueError):
     """The completion lacks what a template or a metric reads (the policy's fault: a 0)."""
 
 
