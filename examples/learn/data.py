@@ -1,0 +1,73 @@
+"""The task's data: 64 one-sentence funding announcements, made deterministically (no download),
+each with the company and the amount in USD it names; the first 48 train, the last 16 are held
+out. The same list on every machine: the sentences come from fixed tables, not a random draw."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_NAMES = [
+    "Maplewood", "Northwind", "Bluefin", "Cedar Peak", "Ironbark", "Lumen", "Quillstone",
+    "Redshift", "Saltmarsh", "Tidewater", "Umber", "Vantage Hill",
+    "Willowbrook", "Brightwater", "Copperline", "Driftwood",
+]  # fmt: skip
+_KINDS = ["Energy", "Robotics", "Health", "Analytics"]
+_SUFFIXES = ["Inc.", "Ltd.", "Labs", "Corp."]
+_CITIES = ["Toronto", "Montreal", "Vancouver", "Calgary", "Halifax", "Ottawa", "Winnipeg"]
+_ROUNDS = ["seed round", "Series A round", "Series B round", "growth round"]
+_PURPOSES = [
+    "to expand its team", "to open a second office", "to build its first factory",
+    "to grow its sales in Europe", "to fund clinical trials", "to hire engineers",
+]  # fmt: skip
+_TEMPLATES = [
+    "{city} - {company} announced today that it has closed a {money} {round} {purpose}.",
+    "{company} has raised {money} in a {round} led by local investors, {plans}.",
+    "In {city}, {company} said it secured {money} {purpose}.",
+    "{company}, based in {city}, closed a {round} of {money} {purpose}.",
+]
+
+TRAIN = 48
+"""How many of the 64 rows train; the rest are the held-out set."""
+
+
+def _money(index: int) -> tuple[str, float]:
+    """An amount as the sentence writes it, and its value in USD."""
+    whole = [2, 3, 5, 7, 12, 18, 25, 40][index % 8]
+    if index % 3 == 0:
+        tenths = (index * 7) % 10
+        value = whole * 1_000_000 + tenths * 100_000
+        text = f"${whole}.{tenths} million" if tenths else f"${whole} million"
+        return text, float(value)
+    if index % 3 == 1:
+        value = whole * 100_000
+        return f"${value:,}", float(value)
+    return f"${whole} million", float(whole * 1_000_000)
+
+
+def rows() -> list[dict[str, Any]]:
+    """The 64 rows: ``id``, ``text`` (the announcement) and ``reference`` (company, amount)."""
+    out = []
+    for index in range(64):
+        name = _NAMES[index % len(_NAMES)]
+        company = f"{name} {_KINDS[index // 16]} {_SUFFIXES[(index * 3) % 4]}"
+        money, value = _money(index)
+        purpose = _PURPOSES[index % len(_PURPOSES)]
+        text = _TEMPLATES[index % len(_TEMPLATES)].format(
+            city=_CITIES[index % len(_CITIES)],
+            company=company,
+            money=money,
+            round=_ROUNDS[(index // 2) % len(_ROUNDS)],
+            purpose=purpose,
+            plans="and plans " + purpose,
+        )
+        out.append(
+            {"id": f"fund-{index:02d}", "text": text,
+             "reference": {"company": company, "amount": value}}
+        )  # fmt: skip
+    return out
+
+
+def split() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(train, heldout)``: the first `TRAIN` rows and the rest."""
+    every = rows()
+    return every[:TRAIN], every[TRAIN:]

