@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(HERE.parent)]  # data.py here; trl_grpo.py's Timed beside
 
 import data  # noqa: E402
+from trl_grpo import Timed  # noqa: E402
 
 import referee  # noqa: E402
 from referee import Rollout  # noqa: E402
@@ -50,22 +51,6 @@ def prompt(text: str, loose: bool) -> list[dict[str, str]]:
     hint = LOOSE_HINT if loose else STRICT_HINT
     instruction = f"Extract the company and the amount from this funding announcement. {hint}"
     return [{"role": "user", "content": f"{instruction}\n\n{text}"}]
-
-
-class Timed:
-    """Wraps a TRL reward function and adds up the seconds spent in it."""
-
-    def __init__(self, fn: Any) -> None:
-        self.fn = fn
-        self.seconds = 0.0
-        self.__name__ = fn.__name__
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
-        try:
-            return self.fn(*args, **kwargs)
-        finally:
-            self.seconds += time.perf_counter() - start
 
 
 def generate(model: Any, tokenizer: Any, prompts: list[Any], max_new_tokens: int) -> list[str]:
