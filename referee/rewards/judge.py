@@ -436,6 +436,20 @@ class _PairVerdict(BaseModel):
     reasoning: str = ""
 
 
+PAIR_VERSION = "pairwise:1"
+"""The cache version of a pairwise question (`pairwise_judge`'s and `pairwise_tournament`'s)."""
+
+
+def pair_messages(criterion: str, question: str, a: str, b: str) -> list[dict[str, Any]]:
+    """The judge's messages comparing answers `a` and `b` to `question` under `criterion`, each
+    fenced off as data; the reply is ``{"better": "A" | "B" | "tie", "reasoning": ...}``."""
+    material = [("QUESTION", question), ("ANSWER A", a), ("ANSWER B", b)]
+    return judge_messages(criterion, material, _PAIR_SHAPE)
+
+
+_PAIR_SHAPE = '{"better": "A" | "B" | "tie", "reasoning": "<short>"}'
+
+
 @register("pairwise_judge")
 @dataclass(kw_only=True)
 class PairwiseJudge(_JudgeReward):
@@ -494,18 +508,12 @@ class PairwiseJudge(_JudgeReward):
         question = as_text(rollout.prompt_text)
         reference = self._reference(rollout, "pairwise_judge")
         response = response_text(rollout)
-        shape = '{"better": "A" | "B" | "tie", "reasoning": "<short>"}'
         orders = [(response, reference), (reference, response)]
-        return [
-            judge_messages(
-                self.criterion, [("QUESTION", question), ("ANSWER A", a), ("ANSWER B", b)], shape
-            )
-            for a, b in orders
-        ]
+        return [pair_messages(self.criterion, question, a, b) for a, b in orders]
 
     async def _judge(self, client: JudgeClient, prepared: list[list[dict[str, Any]]]) -> Score:
         verdicts = await asyncio.gather(*(
-            client.judge(messages, _PairVerdict, version="pairwise:1") for messages in prepared
+            client.judge(messages, _PairVerdict, version=PAIR_VERSION) for messages in prepared
         ))  # fmt: skip
         # the response is A in the first order, B in the second
         first = {"A": 1.0, "tie": 0.5, "B": 0.0}[verdicts[0].value.better]

@@ -25,18 +25,16 @@ from typing import Any, Literal
 from referee.errors import JudgeError, MissingDependency
 from referee.judges.client import Verdict
 from referee.judges.options import JudgeOptions
-from referee.judges.prompts import as_text, judge_messages, response_text
+from referee.judges.prompts import as_text, response_text
 from referee.registry import register
 from referee.reward import GroupRewardBase, RewardResult
 from referee.rewards._common import clip_text
-from referee.rewards.judge import PairwiseJudge, _PairVerdict
+from referee.rewards.judge import PAIR_VERSION, PairwiseJudge, _PairVerdict, pair_messages
 from referee.rollout import Rollout
 from referee.scores import Failure, Score
 
 __all__ = ["PairwiseTournament", "tournament_pairs"]
 
-_SHAPE = '{"better": "A" | "B" | "tie", "reasoning": "<short>"}'
-_VERSION = "pairwise:1"  # pairwise_judge's: the same question asked the same way
 _PAIR_SEED = 0  # the seed of the shuffle that picks the pairs kept under max_comparisons
 
 
@@ -214,16 +212,12 @@ class PairwiseTournament(JudgeOptions, GroupRewardBase):
         chosen = _calls(kept, self.swap)
         return chosen, len(calls) - len(chosen)
 
-    def _messages(self, prompt: str, a: str, b: str) -> list[dict[str, Any]]:
-        material = [("QUESTION", prompt), ("ANSWER A", a), ("ANSWER B", b)]
-        return judge_messages(self.criterion, material, _SHAPE)
-
     async def _compare(self, prompt: str, a: str, b: str) -> Verdict[_PairVerdict] | JudgeError:
         """The judge's verdict on A against B, or why there is none (a `BudgetExceeded`
         propagates: it fails the group)."""
         try:
             return await self.client.judge(
-                self._messages(prompt, a, b), _PairVerdict, version=_VERSION
+                pair_messages(self.criterion, prompt, a, b), _PairVerdict, version=PAIR_VERSION
             )
         except JudgeError as exc:  # JudgeTimeout included
             return exc
