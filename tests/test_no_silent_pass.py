@@ -388,6 +388,8 @@ def test_a_group_reward_on_rows_without_groups_stops_too(tmp_path: Path) -> None
             {"reference"},
         ),  # a rubric that asks for a reference answer
         ({"type": "group_rank", "model": "openai/j"}, {"group"}),
+        ({"type": "pairwise_tournament", "model": "openai/j"}, {"group"}),
+        ({"type": "reference_judge", "models": ["openai/a", "openai/b"]}, {"reference"}),
         (
             {
                 "type": "openai_grader",
