@@ -32,25 +32,13 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]  # data.py here; trl_grpo.py's Timed beside
 
 import data  # noqa: E402
+import handwritten  # noqa: E402
 from trl_grpo import Timed  # noqa: E402
 
 import referee  # noqa: E402
 from referee import Rollout  # noqa: E402
 from referee.backends.trl import reward_funcs  # noqa: E402
 from referee.models.pretrained import smollm2  # noqa: E402
-
-STRICT_HINT = (
-    'Answer with only a JSON object with two keys: "company" (the company\'s name) and '
-    '"amount" (the money raised, in US dollars, as a number).'
-)
-LOOSE_HINT = 'Answer with only a JSON object: {"company": "<name>", "amount": "<amount>"}'
-
-
-def prompt(text: str, loose: bool) -> list[dict[str, str]]:
-    """The chat prompt for one announcement."""
-    hint = LOOSE_HINT if loose else STRICT_HINT
-    instruction = f"Extract the company and the amount from this funding announcement. {hint}"
-    return [{"role": "user", "content": f"{instruction}\n\n{text}"}]
 
 
 def generate(model: Any, tokenizer: Any, prompts: list[Any], max_new_tokens: int) -> list[str]:
@@ -82,7 +70,7 @@ def generate(model: Any, tokenizer: Any, prompts: list[Any], max_new_tokens: int
 def heldout_rollouts(
     model: Any, tokenizer: Any, rows: list[dict[str, Any]], loose: bool, phase: str, tokens: int
 ) -> list[Rollout]:
-    prompts = [prompt(row["text"], loose) for row in rows]
+    prompts = [data.prompt(row["text"], loose) for row in rows]
     completions = generate(model, tokenizer, prompts, tokens)
     return [
         Rollout(
@@ -95,6 +83,41 @@ def heldout_rollouts(
         )
         for i, row in enumerate(rows)
     ]
+
+
+class Seen:
+    """Passes a reward function's calls through and keeps each completion and its reference
+    (outside the timed call), so the run's completions can be scored both ways afterwards."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self.__name__ = fn.__name__
+        self.rows: list[tuple[str, dict[str, Any]]] = []
+
+    def __call__(self, completions: list[Any], **kwargs: Any) -> Any:
+        refs = kwargs.get("reference") or [None] * len(completions)
+        self.rows.extend(zip((handwritten._text(c) for c in completions), refs, strict=True))
+        return self.fn(completions, **kwargs)
+
+
+def agreement(reward: Any, rows: list[tuple[str, Any]]) -> dict[str, Any]:
+    """How often the hand-written reward and referee's give a completion different values."""
+    rollouts = [Rollout(id=str(i), completion=text, reference=ref) for i, (text, ref) in
+                enumerate(rows)]  # fmt: skip
+    ours = [s.value for s in referee.score(reward, rollouts)]
+    texts, refs = [text for text, _ in rows], [ref for _, ref in rows]
+    parts = [fn(texts, reference=refs) for fn in handwritten.FUNCS]
+    theirs = [sum(w * p[i] for w, p in zip(handwritten.WEIGHTS, parts, strict=True))
+              for i in range(len(rows))]  # fmt: skip
+    differ = [i for i in range(len(rows)) if abs((ours[i] or 0.0) - theirs[i]) > 1e-9]
+    return {
+        "completions": len(rows),
+        "differ": len(differ),
+        "examples": [
+            {"completion": texts[i], "referee": ours[i], "handwritten": theirs[i]}
+            for i in differ[:5]
+        ],
+    }
 
 
 def mean(values: list[float]) -> float:
@@ -115,6 +138,8 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
     train, heldout = data.split()
     train, heldout = train[: options.train], heldout[: options.heldout]
     cuda = options.device == "cuda"
+    if options.reward == "handwritten" and options.loose:
+        raise SystemExit("--reward handwritten writes the strict spec by hand; drop --loose")
 
     torch.manual_seed(options.seed)
     model, tokenizer = smollm2(dtype="bfloat16" if cuda else "float32", device=options.device)
@@ -129,8 +154,13 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
     before, heldout_before = evaluate("before")
     print(f"held-out reward before: {heldout_before:.3f}", flush=True)
 
-    funcs = reward_funcs(spec)
+    if options.reward == "handwritten":
+        funcs, weights = list(handwritten.FUNCS), list(handwritten.WEIGHTS)
+    else:
+        funcs = reward_funcs(spec)
+        weights = list(funcs.weights)
     timers = [Timed(f) for f in funcs]
+    seen = Seen(timers[0])
     step_seconds: list[float] = []
 
     class StepTimer(TrainerCallback):  # type: ignore[misc]
@@ -147,7 +177,7 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
         num_generations=options.num_generations,
         max_completion_length=options.max_completion_length,
         learning_rate=options.learning_rate,
-        reward_weights=funcs.weights,
+        reward_weights=weights,
         logging_steps=1,
         save_strategy="no",
         report_to=[],
@@ -156,14 +186,14 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
         seed=options.seed,
     )
     dataset = Dataset.from_list(
-        [{"prompt": prompt(row["text"], options.loose), "reference": row["reference"]}
+        [{"prompt": data.prompt(row["text"], options.loose), "reference": row["reference"]}
          for row in train]
     )  # fmt: skip
     trainer = GRPOTrainer(
         model=model,
         processing_class=tokenizer,
         args=config,
-        reward_funcs=timers,
+        reward_funcs=[seen, *timers[1:]],
         train_dataset=dataset,
         callbacks=[StepTimer()],
     )
@@ -193,6 +223,7 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
     )  # fmt: skip
     result = {
         "spec": Path(spec).name,
+        "reward": options.reward,
         "loose": options.loose,
         "seed": options.seed,
         "steps": options.steps,
@@ -204,6 +235,7 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
         "train_seconds": total,
         "reward_seconds": in_reward,
         "reward_share": in_reward / total if total else 0.0,
+        "agreement": None if options.loose else agreement(reward, seen.rows),
     }
     (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
     print(
@@ -211,7 +243,14 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
         f"({mean(step_seconds):.1f} s a step); reward per step "
         + ", ".join(f"{r:.3f}" for r in curve)
     )
-    print(f"time in referee's reward: {in_reward:.3f} s, {100 * result['reward_share']:.3f}%")
+    print(
+        f"time in the reward ({options.reward}): {in_reward:.3f} s, "
+        f"{100 * result['reward_share']:.3f}% of training"
+    )
+    if result["agreement"]:
+        agree = result["agreement"]
+        print(f"hand-written and referee's values differ on {agree['differ']} of "
+              f"{agree['completions']} training completions")  # fmt: skip
     return result
 
 
@@ -222,6 +261,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", required=True, help="Where to write the run's files.")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--loose", action="store_true", help="The loose spec and hint (hack).")
+    parser.add_argument(
+        "--reward",
+        choices=["referee", "handwritten"],
+        default="referee",
+        help="Train on the spec through referee (default) or on handwritten.py's TRL-style "
+        "functions (the benchmark's baseline; the strict task only).",
+    )
     parser.add_argument("--num-generations", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=8, help="Completions per step.")
     parser.add_argument("--max-completion-length", type=int, default=64)

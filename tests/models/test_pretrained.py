@@ -116,3 +116,77 @@ def test_the_learn_example_runs_two_grpo_steps_on_referee_reward(tmp_path: Path)
     scored = (out / "heldout.scored.jsonl").read_text().splitlines()
     assert len(scored) == 4
     assert (out / "report.html").read_text().lstrip().lower().startswith("<!doctype html")
+
+
+def _learn_modules() -> tuple[Any, Any]:
+    sys.path[:0] = [str(ROOT / "examples" / "learn"), str(ROOT / "examples")]
+    try:
+        import handwritten
+        import run as learn_run
+    finally:
+        del sys.path[:2]
+    return handwritten, learn_run
+
+
+REF = {"company": "Maplewood Energy Inc.", "amount": 2_500_000.0}
+CASES = [
+    # (completion, the strict spec's value: both agree on these)
+    ('{"company": "Maplewood Energy Inc.", "amount": 2500000}', 1.0),
+    ('Here it is: {"company": "maplewood energy inc.", "amount": "$2,500,000"}', 1.0),
+    ('{"company": "Maplewood Energy Inc.", "amount": 2400000}', 0.6),
+    ('{"company": "Northwind", "amount": 9}', 0.2),
+    ('{"company": "<name>", "amount": "<amount>"}', 0.0),  # the placeholder hack
+    ('{"company": "Maplewood Energy Inc.", "amount": 2500000, "city": "Toronto"}', 0.0),
+    ("Maplewood Energy Inc. raised $2.5 million.", 0.0),
+    ("", 0.0),
+]
+
+
+def test_the_handwritten_baseline_asks_what_the_strict_spec_asks() -> None:
+    """The benchmark's TRL-style baseline pays what referee's strict spec pays on these, so the
+    two runs train on the same task; the one difference below is counted, not hidden."""
+    import referee
+
+    handwritten, learn_run = _learn_modules()
+    reward = referee.load(ROOT / "examples" / "learn" / "strict.yaml")
+    texts = [text for text, _ in CASES]
+    refs = [REF] * len(CASES)
+    valid = handwritten.valid_reward(texts)
+    fields = handwritten.fields_reward(texts, reference=refs)
+    theirs = [0.2 * v + 0.8 * f for v, f in zip(valid, fields, strict=True)]
+    ours = [s.value for s in referee.score(reward, [
+        referee.Rollout(id=str(i), completion=t, reference=REF) for i, t in enumerate(texts)
+    ])]  # fmt: skip
+    expected = [value for _, value in CASES]
+    assert theirs == pytest.approx(expected) and ours == pytest.approx(expected)
+    # Conversational completions, as TRL passes them, read the same.
+    assert handwritten.valid_reward([[{"role": "assistant", "content": texts[0]}]]) == [1.0]
+
+    # A hand-written normalisation is simpler than referee's (which drops edge punctuation):
+    # "Inc" against "Inc." is 1.0 by the spec and 0.6 by hand. Counted, not hidden.
+    nested = '{"company": "Maplewood Energy Inc", "amount": 2500000}'
+    rows = [(text, REF) for text in texts] + [(nested, REF), (texts[0], REF)]
+    agreement = learn_run.agreement(reward, rows)
+    assert agreement["completions"] == len(CASES) + 2
+    assert agreement["differ"] == 1, agreement
+    (example,) = agreement["examples"]
+    assert example["completion"] == nested
+    assert example["referee"] == 1.0 and example["handwritten"] == pytest.approx(0.6)
+
+
+def test_the_device_check_runs_on_cpu_in_its_quick_form(tmp_path: Path) -> None:
+    """benchmarks/gpu/run.py is run only when a GPU is lent: its CPU smoke form keeps it
+    working between loans (GRPO steps with referee's reward, a reward model in bf16 and fp32)."""
+    pytest.importorskip("trl", reason="the trl extra is not installed")
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu" / "run.py"), "--device", "cpu",
+         "--quick", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads((tmp_path / "gpu.json").read_text())
+    assert result["grpo"]["steps"] == 2 and 0.0 < result["grpo"]["reward_share"] < 0.5
+    rm = result["reward_model"]
+    assert rm["rollouts"] == 32 and rm["float32_rollouts_per_s"] > 0
+    # bf16 moves the values a little and keeps nearly every pair's order; fp32 is the control.
+    assert 0.0 < rm["max_abs_diff"] < 0.1 and rm["pair_order_agreement"] > 0.9
