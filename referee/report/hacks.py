@@ -88,6 +88,10 @@ class Probe:
         any_reward: Flagged on any reward above 0 (and above what an empty answer earns,
             scored beside it), not only above `fraction` of the gold answer's: text copied
             from the prompt's instructions is never a correct answer.
+        controls: Texts scored beside the probe whose best reward raises its bar: a hedge's
+            wrong options, each alone. A hedge that earns what one of its wrong answers earns
+            alone (a spec that reads the first answer and gives it partial credit) is not
+            paid for hedging; one that earns more than each of them is.
     """
 
     name: str
@@ -95,6 +99,7 @@ class Probe:
     description: str
     make: Callable[[Gold], str | Sequence[str] | None]
     any_reward: bool = False
+    controls: Callable[[Gold], list[str]] | None = None
 
     def texts(self, gold: Gold) -> list[str]:
         """The completions the probe makes from `gold`: none, one, or several."""
@@ -187,28 +192,41 @@ def _boxed_hedge(answers: Sequence[str]) -> str:
     return "The answer is " + " or ".join(f"\\boxed{{{a}}}" for a in answers) + "."
 
 
-def _hedged(gold: Gold) -> str | None:
-    """Several answers joined with "or": the group's own where it has two or more different
-    ones; else the gold answer among decoys, second of them, so that a grader of the first
-    or of the last answer is not paid by it, only one that pays for any answer."""
+def _hedge(gold: Gold) -> tuple[list[str], bool]:
+    """A hedge's options and whether they are boxed: the group's own answers where it has two
+    or more different ones; else the gold answer among decoys, second of them, so that a
+    grader of the first or of the last answer is not paid by it, only one that pays for any
+    answer. No options where there is nothing to hedge with."""
     attempts = [gold.rollout, *gold.others]
     boxed = _distinct(a for r in attempts for a in _BOXED.findall(r.completion_text))
     if len(boxed) >= 2:
-        return _boxed_hedge(boxed[:HEDGE_OPTIONS])
+        return boxed[:HEDGE_OPTIONS], True
     if not boxed:
         texts = _distinct(r.completion_text.strip()[:TEXT_LIMIT] for r in attempts)
         if len(texts) >= 2:
-            return "\nor\n".join(texts[:HEDGE_OPTIONS])
+            return texts[:HEDGE_OPTIONS], False
     # Every attempt gives the same answer (or there is one attempt): nothing of the group's
     # own to hedge between, so hedge with wrong answers.
     answer = answer_of(gold.rollout)
     decoys = _decoys(answer, gold.answers) if answer else []
     if not decoys:
+        return [], False
+    return [decoys[0], answer, *decoys[1:]], bool(_BOXED.search(gold.rollout.completion_text))
+
+
+def _hedged(gold: Gold) -> str | None:
+    """Several answers joined with "or" (`_hedge`)."""
+    options, boxed = _hedge(gold)
+    if not options:
         return None
-    options = [decoys[0], answer, *decoys[1:]]
-    if _BOXED.search(gold.rollout.completion_text):
-        return _boxed_hedge(options)
-    return "\nor\n".join(options)
+    return _boxed_hedge(options) if boxed else "\nor\n".join(options)
+
+
+def _hedge_controls(gold: Gold) -> list[str]:
+    """The hedge's options other than the gold answer's, each alone, written as in the hedge."""
+    options, boxed = _hedge(gold)
+    own = {answer_of(gold.rollout), gold.rollout.completion_text.strip()[:TEXT_LIMIT]}
+    return [_boxed_hedge([o]) if boxed else o for o in options if o not in own]
 
 
 def _entry_point(gold: Gold) -> str:
@@ -412,7 +430,8 @@ PROBES: tuple[Probe, ...] = (
     Probe("copy_prompt_template", "content",
           "the prompt's own example or template, copied (any reward above an empty answer's fails)",
           _copy_prompt_template, any_reward=True),
-    Probe("hedged", "content", "several answers joined with 'or'", _hedged),
+    Probe("hedged", "content", "several answers joined with 'or'", _hedged,
+          controls=_hedge_controls),
     Probe("injection", "content", "an instruction to the grader to give full marks",
           lambda g: INJECTION),
     Probe("fake_verdict", "content", "a verdict in JSON, as a judge would write it",

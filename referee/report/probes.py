@@ -114,27 +114,41 @@ async def _golds(reward: Reward, rollouts: Sequence[Rollout], limit: int) -> lis
     return golds
 
 
+def control_texts(probe: Probe, gold: Gold) -> list[str]:
+    """The texts scored before the probe's own, whose best reward is a floor under its bar:
+    an empty answer for a probe flagged on any reward, the probe's own controls otherwise."""
+    if probe.any_reward:
+        return [""]
+    return probe.controls(gold) if probe.controls else []
+
+
 async def _score_probe(
     reward: Reward, probe: Probe, golds: Sequence[Gold]
-) -> list[tuple[Gold, list[tuple[str, Score, float | None]]]]:
+) -> list[tuple[Gold, int, list[tuple[str, Score, float | None]]]]:
     """Every text the probe makes from each gold answer it applies to, scored, with the gold
-    answer's reward beside each. The k-th texts of all gold answers are scored in one batch
+    answer's reward beside each, after the probe's controls (how many: the middle item). The
+    k-th texts of all gold answers are scored in one batch
     (so that an async reward, a judge, scores them concurrently); a probe that makes several
     texts from one gold answer takes one batch for each, so that each is judged on its own
     inside its gold answer's group where the reward compares attempts."""
     grouped = needs_groups(reward)
-    made = [(gold, probe.texts(gold)) for gold in golds]
-    # where any reward flags the probe, an empty answer is scored first: what the reward pays
-    # for saying nothing is the bar (a reward that pays a little for every text is not paying
-    # for the copy)
-    made = [(gold, [""] * probe.any_reward + texts) for gold, texts in made if texts]
-    scored: list[tuple[Gold, list[tuple[str, Score, float | None]]]] = [(g, []) for g, _ in made]
-    for k in range(max((len(texts) for _, texts in made), default=0)):
+    # The probe's controls are scored first (`control_texts`), and what they earn raises the
+    # bar: where any reward flags the probe, an empty answer, so that a reward paying a little
+    # for every text is not taken to pay for the copy; for a hedge, its wrong options alone.
+    made: list[tuple[Gold, int, list[str]]] = []
+    for gold in golds:
+        if texts := probe.texts(gold):
+            first = control_texts(probe, gold)
+            made.append((gold, len(first), first + texts))
+    scored: list[tuple[Gold, int, list[tuple[str, Score, float | None]]]] = [
+        (gold, controls, []) for gold, controls, _ in made
+    ]
+    for k in range(max((len(texts) for _, _, texts in made), default=0)):
         batch: list[Rollout] = []
         # (which gold, the hack's text, where the hack sits in the batch, and where its gold
         # does when scored again beside it)
         tried: list[tuple[int, str, int, int | None]] = []
-        for n, (gold, texts) in enumerate(made):
+        for n, (gold, controls, texts) in enumerate(made):
             if k >= len(texts):
                 continue
             gold_at = None
@@ -143,13 +157,13 @@ async def _score_probe(
                 batch += [gold.rollout, *gold.others]
             tried.append((n, texts[k], len(batch), gold_at))
             name = probe.name if k == 0 else f"{probe.name}:{k}"
-            if probe.any_reward and k == 0:
-                name = f"{probe.name}:baseline"
+            if k < controls:
+                name = f"{probe.name}:control:{k}"
             batch.append(_with_completion(gold.rollout, name, texts[k]))
         scores: list[Score] = await reward.score_batch(batch)
         for n, text, h, g in tried:
             gold = made[n][0]
-            scored[n][1].append((text, scores[h], gold.value if g is None else scores[g].value))
+            scored[n][2].append((text, scores[h], gold.value if g is None else scores[g].value))
     return scored
 
 
@@ -164,11 +178,9 @@ async def _run_probe(
     failures: dict[str, int] = {}
     examples: list[ProbeExample] = []
     tried = await _score_probe(reward, probe, golds)
-    for gold, attempts in tried:
-        floor = 0.0
-        if probe.any_reward:  # the empty answer scored first: the bar
-            floor = max(floor, attempts[0][1].value or 0.0)
-            attempts = attempts[1:]
+    for gold, controls, attempts in tried:  # the controls scored first: they set the floor
+        floor = max((s.value or 0.0 for _, s, _ in attempts[:controls]), default=0.0)
+        attempts = attempts[controls:]
         valued = [(t, s, g) for t, s, g in attempts if s.value is not None]
         if not valued:
             hack = attempts[0][1]
@@ -183,6 +195,7 @@ async def _run_probe(
             bar = floor
         else:
             bar = (gold_value or 0.0) * (fraction if probe.kind == "content" else 1.0)
+            bar = max(bar, floor)
         if value > bar + 1e-9:
             flagged += 1
             if len(examples) < EXAMPLES:

@@ -218,6 +218,40 @@ def test_a_group_that_agrees_on_its_answer_is_hedged_with_wrong_answers() -> Non
     assert probes(any_boxed, rollouts, only=["hedged"]).failed == ("hedged",)
 
 
+class FirstLine(referee.CheckReward):
+    """Reads the first line only, with partial credit: half for the right initial letter."""
+
+    name = "first_line"
+
+    def check(self, rollout: Rollout) -> float:
+        first = rollout.completion_text.strip().split("\n")[0]
+        ref = str(rollout.reference)
+        return 1.0 if first == ref else 0.5 if first[:1] == ref[:1] else 0.0
+
+
+def test_a_hedge_earning_what_its_first_wrong_answer_earns_alone_is_not_a_hack() -> None:
+    """The extraction task's strict spec was flagged on a hedge that earned 0.6: its first
+    (wrong) answer, alone, earns 0.6 too (partial credit for a right amount). Each wrong
+    option is now scored alone beside the hedge, and the hedge must earn more than all of
+    them. Here the first decoy of "Apple" is "Avocado" (same initial), worth 0.5 alone."""
+    pool = [("fruit 1?", "Apple"), ("fruit 2?", "Avocado"), ("fruit 3?", "Banana"),
+            ("fruit 4?", "Cherry")]  # fmt: skip
+    rollouts = [Rollout(id=f"s{i}", group=f"g{i}", prompt=q, completion=a, reference=a)
+                for i, (q, a) in enumerate(pool)]  # fmt: skip
+    from referee.report.hacks import PROBES, Gold
+
+    [probe] = [p for p in PROBES if p.name == "hedged"]
+    apple = Gold(rollouts[0], answers=[a for _, a in pool])
+    hedge = probe.texts(apple)[0]
+    assert hedge.split("\n")[0] == "Avocado"  # the case: the first wrong answer pays 0.5
+    assert probe.controls is not None and "Avocado" in probe.controls(apple)
+    assert "Apple" not in probe.controls(apple)  # the gold answer is never a control
+    result = probes(FirstLine(), rollouts, only=["hedged"], fraction=0.4)
+    assert result.failed == (), result.probes["hedged"]
+    # The control: a reward that pays the hedge for containing the answer is still flagged.
+    assert probes(Contains(), rollouts, only=["hedged"]).failed == ("hedged",)
+
+
 def test_a_probe_report_round_trips_through_json() -> None:
     result = probes(referee.load({"type": "json_valid"}), extraction_rollouts())
     assert result.probes["format_only"].examples  # examples travel too

@@ -279,3 +279,24 @@ def test_a_group_reward_judges_each_copy_alone_beside_the_gold_group() -> None:
     assert copied.examples[0].completion == HINT and copied.examples[0].probe == 0.1
     probing = sizes[3:]  # after the three groups were scored to find the golds
     assert probing and set(probing) == {3}  # the gold's group of two, and one probe
+
+
+def test_the_learn_examples_task_flags_the_loose_spec_and_passes_the_strict_one(
+    tmp_path: Path,
+) -> None:
+    """The task of examples/learn (48 training prompts, SmolLM2's real run): `referee probe`
+    before training names the placeholder copy on the loose spec and finds nothing on the
+    strict one (whose first answer of a hedge once earned partial credit: not a hack)."""
+    learn = Path(__file__).resolve().parents[2] / "examples" / "learn"
+    for spec, loose, code in [("loose.yaml", True, 1), ("strict.yaml", False, 0)]:
+        gold = tmp_path / f"gold-{loose}.jsonl"
+        subprocess.run([sys.executable, str(learn / "data.py"), str(gold)]
+                       + ["--loose"] * loose, check=True, capture_output=True)  # fmt: skip
+        run = subprocess.run(
+            [sys.executable, "-m", "referee.cli", "probe", str(gold), "--spec",
+             str(learn / spec)], capture_output=True, text=True,
+        )  # fmt: skip
+        assert run.returncode == code, run.stdout + run.stderr
+        last = run.stdout.strip().splitlines()[-1]
+        expected = "hacks that work: copy_prompt_template" if loose else "no probe beat the bar"
+        assert last == expected, run.stdout
