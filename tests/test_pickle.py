@@ -25,6 +25,7 @@ import referee
 from referee import Rollout
 from referee.judges.testing import FakeJudgeServer, Reply
 from referee.registry import lookup, registered_types
+from tests.support.images import harbor_case
 from tests.support.judges import letter_judge, relative
 from tests.support.options import OPTIONS, ROLLOUTS
 from tests.support.patches import F2P, FIXED, P2P, REPO, make_diff, write_tree
@@ -192,8 +193,13 @@ def test_every_builtin_is_covered() -> None:
 
 
 @pytest.mark.parametrize("kind", sorted(OPTIONS))
-def test_round_trip_scores_the_same(kind: str, judge_urls: dict[str, str], patch_repo: Path):
+def test_round_trip_scores_the_same(
+    kind: str, judge_urls: dict[str, str], patch_repo: Path, request: pytest.FixtureRequest
+):
     given = case(kind, judge_urls, patch_repo)
+    if kind == "harbor_task":  # graded in the task's own image: needs a Docker Engine
+        url = request.getfixturevalue("docker_engine")
+        given = Case(*harbor_case(url, patch_repo.parent / "harbor"))
     reward = referee.load({"type": kind, **OPTIONS[kind], **given.options})
     clone = pickle.loads(pickle.dumps(reward))
     assert clone == reward

@@ -6,6 +6,7 @@ from typing import Any as _Any
 from referee.rewards.agent import FinalAnswer, ToolUse
 from referee.rewards.code import FunctionTests, IoTests, PytestTests, PythonTests
 from referee.rewards.fields import FieldMatch, FieldRule
+from referee.rewards.harbor import HarborTask
 from referee.rewards.instruction_following import InstructionFollowing
 from referee.rewards.json import JsonSchema, JsonValid
 from referee.rewards.judge import ChecklistJudge, PairwiseJudge, ReferenceJudge, RubricJudge
@@ -36,6 +37,7 @@ __all__ = [
     "FunctionTests",
     "GroupRank",
     "GroupRewardModel",
+    "HarborTask",
     "InstructionFollowing",
     "IoTests",
     "JsonSchema",

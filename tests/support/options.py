@@ -37,6 +37,8 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "function_tests": {"language": "python", "float_tol": 1e-6},
     "pytest_tests": {"timeout": 20, "scoring": "all"},
     "patch_tests": {"timeout": 30, "scoring": "fraction", "protected_edits": "reject"},
+    # the test references name no task: a quick, deterministic Failure("not_applicable")
+    "harbor_task": {"timeout": 30, "warm": 0, "concurrency": 2, "build_network": "none"},
     # a closed port and no retries: scoring is a quick, deterministic Failure("judge")
     "rubric_judge": {
         "rubric": "helpfulness",
