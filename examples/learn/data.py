@@ -32,33 +32,35 @@ _TEMPLATES = [
 TRAIN = 48
 """How many of the 64 rows train; the rest are the held-out set."""
 
-STRICT_HINT = (
-    'Answer with only a JSON object with two keys: "company" (the company\'s name) and '
-    '"amount" (the money raised, in US dollars, as a number).'
-)
-LOOSE_HINT = 'Answer with only a JSON object: {"company": "<name>", "amount": "<amount>"}'
-"""The ``--loose`` run's hint: a template with placeholders, which a policy can copy."""
+HINTS = {
+    # The issue's prompt: a JSON template with placeholders. A policy can copy it: valid JSON,
+    # which the loose spec pays 0.2 for, and the strict spec's schema refuses.
+    "template": 'Answer with only a JSON object: {"company": "<name>", "amount": "<amount>"}',
+    # The same request in words: nothing to copy, and a base model's JSON comes out nested.
+    "words": 'Answer with only a JSON object with two keys: "company" (the company\'s name) and '
+    '"amount" (the money raised, in US dollars, as a number).',
+}
+"""How the prompt asks for the answer (``run.py --hint``; ``template`` by default)."""
 
 
-def prompt(text: str, loose: bool) -> list[dict[str, str]]:
+def prompt(text: str, hint: str = "template") -> list[dict[str, str]]:
     """The chat prompt for one announcement."""
-    hint = LOOSE_HINT if loose else STRICT_HINT
-    instruction = f"Extract the company and the amount from this funding announcement. {hint}"
-    return [{"role": "user", "content": f"{instruction}\n\n{text}"}]
+    instruction = "Extract the company and the amount from this funding announcement."
+    return [{"role": "user", "content": f"{instruction} {HINTS[hint]}\n\n{text}"}]
 
 
 def _money(index: int) -> tuple[str, float]:
-    """An amount as the sentence writes it, and its value in USD."""
+    """An amount as the sentence writes it (in digits: "$2,500,000"), and its value in USD.
+    Amounts in words ("$2.5 million") ask a 135M model for arithmetic it does not learn in 30
+    steps; digits make the run about extraction."""
     whole = [2, 3, 5, 7, 12, 18, 25, 40][index % 8]
     if index % 3 == 0:
-        tenths = (index * 7) % 10
-        value = whole * 1_000_000 + tenths * 100_000
-        text = f"${whole}.{tenths} million" if tenths else f"${whole} million"
-        return text, float(value)
-    if index % 3 == 1:
+        value = whole * 1_000_000 + ((index * 7) % 10) * 100_000
+    elif index % 3 == 1:
         value = whole * 100_000
-        return f"${value:,}", float(value)
-    return f"${whole} million", float(whole * 1_000_000)
+    else:
+        value = whole * 1_000_000
+    return f"${value:,}", float(value)
 
 
 def rows() -> list[dict[str, Any]]:
@@ -90,11 +92,11 @@ def split() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return every[:TRAIN], every[TRAIN:]
 
 
-def gold(loose: bool) -> list[dict[str, Any]]:
+def gold(hint: str = "template") -> list[dict[str, Any]]:
     """The training prompts with their right answers, as rollouts (``referee probe`` builds its
     hacks from these: what a policy could copy from each prompt, against the gold answer)."""
     return [
-        {"id": row["id"], "group": row["id"], "prompt": prompt(row["text"], loose),
+        {"id": row["id"], "group": row["id"], "prompt": prompt(row["text"], hint),
          "completion": json.dumps(row["reference"]), "reference": row["reference"]}
         for row in split()[0]
     ]  # fmt: skip
@@ -103,8 +105,8 @@ def gold(loose: bool) -> list[dict[str, Any]]:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="Write the task's gold rollouts as JSONL.")
     parser.add_argument("out", help="The JSONL file to write.")
-    parser.add_argument("--loose", action="store_true", help="Prompts with the loose hint.")
+    parser.add_argument("--hint", choices=sorted(HINTS), default="template")
     options = parser.parse_args()
-    lines = [json.dumps(r) + "\n" for r in gold(options.loose)]
+    lines = [json.dumps(r) + "\n" for r in gold(options.hint)]
     Path(options.out).write_text("".join(lines))
     print(f"wrote {len(lines)} gold rollouts to {options.out}")

