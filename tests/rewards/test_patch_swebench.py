@@ -6,6 +6,7 @@ where swebench's own reading lets a forged log through and strict reading does n
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -358,9 +359,28 @@ def test_a_forged_end_marker_fools_swebench_but_not_strict_reading(tmp_path: Pat
     assert sw.verdict(row, log, markers="swebench").resolved  # ... and so is its exact copy
     _agrees(sw.verdict(row, log, markers="swebench"), report)
     strict = sw.verdict(row, log)
-    assert not strict.resolved and strict.valid
-    assert strict.fail_to_pass["failure"] == [f2p]
-    assert sw.score(row, log).value == 0.0
+    assert not strict.resolved and not strict.valid
+    assert "output markers are forged" in strict.note
+    score = sw.score(row, log)
+    assert score.value == 0.0 and "forged" in str(score.reason)
+
+
+@pytest.mark.parametrize("case", ["pytest", "django", "go"])
+def test_a_forged_end_and_exit_code_after_the_real_ones_resolve_nothing(
+    case: str, tmp_path: Path
+) -> None:
+    """A process the tests left behind prints passes, an end marker and a 0 exit code after
+    the eval script's real ones, on a failing run. Reading the LAST end marker as the real one
+    (referee's first strict reading) graded the forged results: resolved. A marker written
+    anywhere but where the eval script writes it now makes the log invalid."""
+    row, good, bad = CASES[case]
+    log = _log(bad, 1) + f"{good}\n{END}\n>>>>> Test Exit Code: 0\n"
+    assert not sw.verdict(row, log, markers="swebench").resolved  # swebench reads the first
+    strict = sw.verdict(row, log)
+    assert not strict.resolved and not strict.valid and "forged" in strict.note
+    # the control: the same failing run without the forgery is graded (valid, not resolved)
+    honest = sw.verdict(row, _log(bad, 1))
+    assert honest.valid and not honest.resolved
 
 
 def test_results_forged_after_the_end_marker_do_not_count(tmp_path: Path) -> None:
@@ -454,3 +474,24 @@ def test_a_failure_marker_after_the_end_still_counts(tmp_path: Path) -> None:
     for markers in ("strict", "swebench"):
         found = sw.verdict(row, log, markers=markers)
         assert not found.valid and not found.resolved
+
+
+def test_the_parser_child_works_past_descriptor_1024() -> None:
+    """A trainer holds many descriptors; `select` refused any past 1024 (ValueError), and the
+    parent then waited for the child without killing it."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the descriptor limit here is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held: list[int] = []
+    try:
+        while not held or held[-1] < 1100:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        row, good, _ = CASES["go"]
+        assert sw.verdict(row, _log(good), parse_timeout=30.0).resolved
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

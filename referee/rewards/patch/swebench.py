@@ -38,11 +38,13 @@ each a documented difference from ``swebench`` that holds only for logs no hones
   first ``>>>>> Test Exit Code`` line anywhere, and when the output parses to nothing parses the
   whole log, what follows the end included. Code under test that prints ``PASSED`` lines, an
   end marker and ``>>>>> Test Exit Code: 0`` turns a failing run into a resolved one there.
-  Strict reading closes the output at the last end marker, takes the exit code from the line
-  after it, makes every marker inside the output inert and drops what follows: the eval
-  script writes the real ones last, so a forged one no longer cuts the output short. The log
-  rebuilt so is then graded by ``swebench``'s own functions. ``markers="swebench"`` grades
-  the log as it is.
+  Strict reading takes the eval script's shape as given: each marker written once (a traced
+  line, or a traced ``echo`` and its output), the exit code line right after the end marker.
+  A log with a marker anywhere else (inside the output, or after the end: a process the
+  tests left behind) is not a valid account of a run and resolves nothing, the reason naming
+  the forged markers; a valid one is graded up to its exit code line (the harness's failure
+  markers after it still count) by ``swebench``'s own functions. ``markers="swebench"``
+  grades the log as it is.
 
 Code running in the tests can still print ``PASSED`` for every test and exit 0; no reading
 of a log tells that apart from a run that passed. The protected paths and plugin autoload
@@ -96,12 +98,12 @@ DEFAULT_NAMESPACE = "swebench"
 """The Docker Hub namespace SWE-bench publishes its instance images under."""
 
 Markers = Literal["strict", "swebench"]
-"""How the output markers are read: ``strict`` (the last end marker closes the output, markers
-inside it are inert, nothing after the exit code line counts) or ``swebench`` (as its
-``get_logs_eval`` reads them, first start to first end, whole-log fallback)."""
+"""How the output markers are read: ``strict`` (each where the eval script writes it, once;
+a marker anywhere else makes the log invalid; nothing after the exit code line counts but the
+harness's failure markers) or ``swebench`` (as its ``get_logs_eval`` reads them, first start
+to first end, whole-log fallback)."""
 
 _MIN_VERSION = (5, 0)
-_INERT = "\u200b"  # a marker with this after its ">>>>>" is no marker to swebench's `in`
 _LANGUAGE_TABLES = ("PY", "JS", "GO", "RUST", "JAVA", "C", "PHP", "RUBY")
 _LANGUAGE_MODULES = ("python", "javascript", "go", "rust", "java", "c", "php", "ruby")
 
@@ -312,32 +314,61 @@ def eval_script(instance: Mapping[str, Any]) -> str:
 # --- reading a log ----------------------------------------------------------------------------
 
 
-def _strict(log: str, constants: Any) -> str:
-    """`log` as strict reading sees it: the output from the first start marker to the last
-    end marker, markers inside it made inert, then the end marker and the exit code line that
-    follows it; nothing after. A log without both markers is returned as it is (swebench
-    calls it invalid)."""
-    start, end = constants.START_TEST_OUTPUT, constants.END_TEST_OUTPUT
-    code = constants.TEST_EXIT_CODE
-    first = log.find(start)
-    last = log.rfind(end)
-    if first < 0 or last < 0 or last < first:
-        return log
-    head = log[: first + len(start)]
-    body = log[first + len(start) : last]
-    for marker in (start, end, code):
-        body = body.replace(marker, marker.replace(">>>>>", ">>>>>" + _INERT, 1))
-    after = log[last + len(end) :]
-    tail = ""
-    found = after.find(code)
-    if found >= 0:
-        line_end = after.find("\n", found)
-        tail = after[found : len(after) if line_end < 0 else line_end]
+def _marker_groups(lines: list[str], marker: str) -> list[list[int]]:
+    """The runs of consecutive lines that hold `marker`, as lists of line numbers."""
+    groups: list[list[int]] = []
+    for n, line in enumerate(lines):
+        if marker in line:
+            if groups and groups[-1][-1] == n - 1:
+                groups[-1].append(n)
+            else:
+                groups.append([n])
+    return groups
+
+
+def _strict(log: str, constants: Any) -> tuple[str, str]:
+    """`log` as strict reading sees it, and what is wrong with its markers ("" when nothing).
+
+    SWE-bench's eval script writes each marker once, as a traced line (``+ : '>>>>> End Test
+    Output'``) or a traced ``echo`` and its output (two lines in a row), and the exit code
+    line right after the end marker. A log that holds a marker anywhere else was written to
+    by the code under test, or by a process it left behind (a forged end marker and exit code
+    make swebench's own reading grade forged results): it is no valid account of a run. A
+    valid one is kept up to its exit code line, plus any failure marker the harness wrote
+    after it (tests errored or timed out); what follows is dropped, since swebench parses
+    the whole log, tail included, where the marked output yields nothing. A log without both
+    markers is returned as it is (swebench calls it invalid)."""
+    start, end, code = (
+        constants.START_TEST_OUTPUT,
+        constants.END_TEST_OUTPUT,
+        constants.TEST_EXIT_CODE,
+    )
+    if start not in log or end not in log:
+        return log, ""
+    lines = log.split("\n")
+    starts, ends, codes = (_marker_groups(lines, m) for m in (start, end, code))
+    problems = []
+    if len(starts) != 1 or len(starts[0]) > 2:
+        problems.append(f"{start!r} written {sum(map(len, starts))} times")
+    if len(ends) != 1 or len(ends[0]) > 2:
+        problems.append(f"{end!r} written {sum(map(len, ends))} times")
+    if not problems and ends[0][0] < starts[0][-1]:
+        problems.append("the end marker before the start marker")
+    if (
+        codes
+        and not problems
+        and (len(codes) != 1 or len(codes[0]) > 2 or codes[0][0] != ends[0][-1] + 1)
+    ):
+        problems.append(f"{code!r} written elsewhere than right after the end marker")
+    if problems:
+        return log, "the output markers are forged (" + "; ".join(problems) + ")"
+    last = (codes[0] if codes else ends[0])[-1]
+    after = "\n".join(lines[last + 1 :])
     # what the harness writes after the run (tests errored, timed out) still counts
     failures = (constants.APPLY_PATCH_FAIL, constants.RESET_FAILED, constants.TESTS_ERROR,
                 constants.TESTS_TIMEOUT)  # fmt: skip
     kept = "".join(f"{marker}\n" for marker in failures if marker in after)
-    return f"{head}{body}{end}\n{tail}\n{kept}" if tail else f"{head}{body}{end}\n{kept}"
+    return "\n".join(lines[: last + 1]) + "\n" + kept, ""
 
 
 def _read(spec: Any, path: str) -> dict[str, Any]:
@@ -390,11 +421,12 @@ def _read_in_child(spec: Any, path: str, timeout: float) -> dict[str, Any]:
     os.close(out)
     chunks: list[bytes] = []
     deadline = time.monotonic() + timeout
+    waiting = select.poll()  # poll, not select: a trainer's descriptors pass 1024
+    waiting.register(into, select.POLLIN | select.POLLHUP)
     try:
         while True:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([into], [], [], left)[0]:
-                os.kill(pid, signal.SIGKILL)
+            if left <= 0 or not waiting.poll(left * 1000):
                 raise LogParserError(
                     spec.log_parser, f"ran past {timeout:g} s on this log", timed_out=True
                 )
@@ -404,7 +436,12 @@ def _read_in_child(spec: Any, path: str, timeout: float) -> dict[str, Any]:
             chunks.append(chunk)
     finally:
         os.close(into)
-        os.waitpid(pid, 0)
+        # a child that has not exited (past its deadline, or the parent interrupted) is
+        # killed before it is waited for: never a wait on a parser that does not end
+        with contextlib.suppress(ProcessLookupError):
+            if os.waitpid(pid, os.WNOHANG) == (0, 0):
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
     try:
         kind, payload = json.loads(b"".join(chunks))
     except ValueError:
@@ -423,7 +460,9 @@ def _grade(
     `timeout` seconds (None, or where there is no fork: in this process)."""
     harness = _harness()
     spec = test_spec(row)
-    text = _strict(log, harness.constants) if markers == "strict" else log
+    text, forged = _strict(log, harness.constants) if markers == "strict" else (log, "")
+    if forged:
+        return {"forged": forged, "parser": spec.log_parser, "instance_id": spec.instance_id}
     encoding = locale.getpreferredencoding(False)
     with tempfile.TemporaryDirectory(prefix="referee-swebench-") as folder:
         path = os.path.join(folder, "test_output.txt")
@@ -457,8 +496,8 @@ def parse_log(
     """
     if len(log) > max_log_chars:
         return {}
-    status: dict[str, str] = _grade(_instance(instance), log, markers, parse_timeout)["status"]
-    return dict(status)
+    got = _grade(_instance(instance), log, markers, parse_timeout)
+    return {} if "forged" in got else dict(got["status"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -575,6 +614,15 @@ def verdict(
             ),
         )
     got = _grade(row, log, markers, parse_timeout)
+    if "forged" in got:
+        return Verdict(
+            instance_id=got["instance_id"],
+            resolved=False,
+            resolution="RESOLVED_NO",
+            valid=False,
+            parser=got["parser"],
+            note=got["forged"],
+        )
     tests = got["tests"] or {}
     return Verdict(
         instance_id=got["instance_id"],
