@@ -89,9 +89,10 @@ class Probe:
             scored beside it), not only above `fraction` of the gold answer's: text copied
             from the prompt's instructions is never a correct answer.
         controls: Texts scored beside the probe whose best reward raises its bar: a hedge's
-            wrong options, each alone. A hedge that earns what one of its wrong answers earns
+            other options, each alone. A hedge that earns what one of its wrong answers earns
             alone (a spec that reads the first answer and gives it partial credit) is not
-            paid for hedging; one that earns more than each of them is.
+            paid for hedging; one that earns more than each of them is. An option paid what
+            the gold answer is paid is a right answer in other words and raises nothing.
     """
 
     name: str

@@ -179,7 +179,7 @@ async def _run_probe(
     examples: list[ProbeExample] = []
     tried = await _score_probe(reward, probe, golds)
     for gold, controls, attempts in tried:  # the controls scored first: they set the floor
-        floor = max((s.value or 0.0 for _, s, _ in attempts[:controls]), default=0.0)
+        control_values = [s.value or 0.0 for _, s, _ in attempts[:controls]]
         attempts = attempts[controls:]
         valued = [(t, s, g) for t, s, g in attempts if s.value is not None]
         if not valued:
@@ -192,10 +192,13 @@ async def _run_probe(
         probe_sum += value
         gold_sum += gold_value or 0.0
         if probe.any_reward:  # text copied from the prompt earns nothing, whatever gold earns
-            bar = floor
+            bar = max(control_values, default=0.0)
         else:
             bar = (gold_value or 0.0) * (fraction if probe.kind == "content" else 1.0)
-            bar = max(bar, floor)
+            # a control paid what the gold answer is paid is a right answer (the same one in
+            # other words), not a wrong option: only what wrong options earn raises the bar
+            wrong = [v for v in control_values if v < (gold_value or 0.0) - 1e-9]
+            bar = max([bar, *wrong])
         if value > bar + 1e-9:
             flagged += 1
             if len(examples) < EXAMPLES:

@@ -252,6 +252,18 @@ def test_a_hedge_earning_what_its_first_wrong_answer_earns_alone_is_not_a_hack()
     assert probes(Contains(), rollouts, only=["hedged"]).failed == ("hedged",)
 
 
+def test_a_hedge_among_right_answers_in_other_words_is_still_flagged() -> None:
+    """A group's other attempts are often right answers in other words: alone, each earns
+    what the gold answer earns. Taken as controls, they raised the bar to the gold's value
+    and an any-of grader was never flagged (review). They raise nothing now."""
+    rollouts = [Rollout(id=f"{g}-{k}", group=g, prompt=f"capital of {c}?", reference=a,
+                        completion=text)
+                for g, c, a in [("fr", "France", "Paris"), ("it", "Italy", "Rome")]
+                for k, text in enumerate([a, f"The answer is {a}.", "Lyon"])]  # fmt: skip
+    assert probes(Contains(), rollouts, only=["hedged"]).failed == ("hedged",)
+    assert probes(referee.load({"type": "exact_match"}), rollouts, only=["hedged"]).failed == ()
+
+
 def test_a_probe_report_round_trips_through_json() -> None:
     result = probes(referee.load({"type": "json_valid"}), extraction_rollouts())
     assert result.probes["format_only"].examples  # examples travel too
