@@ -52,7 +52,6 @@ REWARD_JSON = f"{VERIFIER_DIR}/reward.json"
 _STAGE = "/tmp/referee-{nonce}"  # inside the container: the diff and the tests, staged
 _NO_TOOL = 97  # the set-up's status when the image has neither git nor patch
 _APPLY_SECONDS = 120.0  # the time applying the diff may take, on top of the verifier's
-_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _ENV_VAR = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
 
 # Run as root, in one exec with the tests where the verifier's user is the image's: apply the
@@ -231,18 +230,27 @@ class _BadReward(Exception):
         self.kind = kind
 
 
-def parse_reward_json(data: bytes) -> _Reward:
-    """``reward.json``: an object whose ``reward`` is the value, its other keys components;
-    every value a finite number (not a bool), as Harbor requires."""
+def parse_reward_json(data: bytes, reward_key: str = "reward") -> _Reward:
+    """``reward.json`` as Harbor's verifier reads it: JSON whose values are all finite
+    numbers (``true``/``false`` count, as they do in Python); then `reward_key`'s value is
+    the reward and the other keys are components.
+
+    Where referee differs (documented): Harbor takes a file without a ``reward`` key as
+    metrics with no reward; a reward needs one value, so that is a Failure naming the keys
+    and `reward_key`. More than 64 keys is a Failure (a cap on hostile files)."""
+    if not data:
+        raise _BadReward("error", f"{REWARD_JSON} is empty")
     try:
         parsed = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise _BadReward("error", f"{REWARD_JSON} is not JSON: {exc}") from None
-    if not isinstance(parsed, dict) or "reward" not in parsed:
-        raise _BadReward("error", f'{REWARD_JSON} must be an object with a "reward" key')
+    if not isinstance(parsed, dict):
+        raise _BadReward("error", f"{REWARD_JSON} must be an object, got {type(parsed).__name__}")
+    if len(parsed) > 64:
+        raise _BadReward("error", f"{REWARD_JSON} has {len(parsed)} keys, over 64")
     values: dict[str, float] = {}
     for key, value in parsed.items():
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        if not isinstance(value, int | float):
             raise _BadReward(
                 "invalid_value", f"{REWARD_JSON}: {key[:80]!r} is not a number: {value!r:.80}"
             )
@@ -250,25 +258,29 @@ def parse_reward_json(data: bytes) -> _Reward:
         if not math.isfinite(number):
             raise _BadReward("invalid_value", f"{REWARD_JSON}: {key[:80]!r} is {value!r}")
         values[key] = number
-    if len(values) > 64:
-        raise _BadReward("error", f"{REWARD_JSON} has {len(values)} keys, over 64")
-    value = values.pop("reward")
+    if reward_key not in values:
+        raise _BadReward(
+            "error",
+            f"{REWARD_JSON} has no {reward_key[:80]!r} key (its keys: "
+            f"{', '.join(k[:40] for k in list(values)[:10])}); set the reward's reward_key to "
+            "the metric that is the reward",
+        )
+    value = values.pop(reward_key)
     return _Reward(value, {k[:80]: v for k, v in values.items()}, REWARD_JSON)
 
 
 def parse_reward_text(data: bytes) -> _Reward:
-    """``reward.txt``: one decimal number, blanks around it allowed, finite."""
-    try:
-        text = data.decode("ascii").strip()
-    except UnicodeDecodeError:
-        raise _BadReward("invalid_value", f"{REWARD_TXT} is not a number (not ASCII)") from None
-    if not text:
+    """``reward.txt`` as Harbor's verifier reads it: Python's ``float`` of the text (blanks
+    around it allowed), finite; an empty file is an error."""
+    if not data:
         raise _BadReward("error", f"{REWARD_TXT} is empty")
-    if not _NUMBER.fullmatch(text):
-        raise _BadReward("invalid_value", f"{REWARD_TXT} is not a number: {text[:80]!r}")
-    value = float(text)
+    try:
+        value = float(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        shown = data[:80].decode("utf-8", "replace")
+        raise _BadReward("invalid_value", f"{REWARD_TXT} is not a number: {shown!r}") from None
     if not math.isfinite(value):
-        raise _BadReward("invalid_value", f"{REWARD_TXT} is out of range: {text[:80]!r}")
+        raise _BadReward("invalid_value", f"{REWARD_TXT} is not finite: {value!r}")
     return _Reward(value, {}, REWARD_TXT)
 
 
@@ -325,6 +337,8 @@ class HarborTask(AsyncReward):
         max_diff_bytes: The longest diff applied; a longer one is not (the unchanged
             workspace is graded).
         max_reward_bytes: The largest reward file read; a larger one is a Failure.
+        reward_key: The key of ``reward.json`` that is the reward (Harbor's is ``reward``;
+            a multi-metric file names its own). A file without it is a Failure.
 
     Example:
         ```yaml
@@ -347,6 +361,7 @@ class HarborTask(AsyncReward):
     build_network: str | None = None
     max_diff_bytes: int = 1 << 20
     max_reward_bytes: int = 64 << 10
+    reward_key: str = "reward"
     name: str = "harbor_task"
 
     def __post_init__(self) -> None:
@@ -457,8 +472,10 @@ class HarborTask(AsyncReward):
                     name=task.name, context=task.context, build_timeout=task.build_timeout
                 )
             workdir = task.workdir or engine.workdir(image)
+            # as Harbor: the tests run as [verifier] user, else as the image's USER
+            user = task.verifier_user if task.verifier_user is not None else engine.user(image)
             with pool.lease(image) as box:
-                return self._run(box, task, workdir, diff, why_not)
+                return self._run(box, task, workdir, user, diff, why_not)
         except (SandboxError, MissingDependency) as exc:
             return Score.failed("sandbox", f"{task.name}: {exc}", self.name)
 
@@ -467,6 +484,7 @@ class HarborTask(AsyncReward):
         box: Container,
         task: HarborTaskSpec,
         workdir: str,
+        user: str,
         diff: bytes | None,
         why_not: str,
     ) -> Score:
@@ -479,7 +497,7 @@ class HarborTask(AsyncReward):
         args = ["bash", "-c", "", "harbor", workdir, stage, nonce, str(self.max_reward_bytes)]
         output_bytes = (2 << 20) + 2 * self.max_reward_bytes
         timeout = self.timeout or task.verifier_timeout
-        together = task.verifier_user is None  # the tests run as root too: one exec
+        together = user in ("", "root", "0")  # the tests run as root too: one exec
         run = box.exec(
             [*args[:2], _SETUP + (_TEST if together else ""), *args[3:]],
             timeout=_APPLY_SECONDS + (timeout if together else 0),
@@ -495,11 +513,11 @@ class HarborTask(AsyncReward):
                 "sandbox", task, "the image has neither git nor patch to apply the diff with"
             )
         if "prepared" not in setup:
-            if run.timed_out and "setup" in setup:
-                return self._timed_out(task, timeout)
-            if run.timed_out:
+            if run.timed_out:  # the tests had not started: their own deadline had not begun
                 return self._failed(
-                    "timeout", task, f"applying the diff took over {_APPLY_SECONDS:g}s"
+                    "timeout",
+                    task,
+                    f"applying the diff and copying the tests in took over {_APPLY_SECONDS:g}s",
                 )
             return self._failed(
                 "sandbox", task, f"cannot set up the tests: {run.text(300).strip()}"
@@ -519,7 +537,7 @@ class HarborTask(AsyncReward):
                 timeout=timeout,
                 workdir=workdir,
                 env=task.verifier_env,
-                user=task.verifier_user,
+                user=user,
                 output_bytes=output_bytes,
             )
             output = run.output
@@ -530,7 +548,7 @@ class HarborTask(AsyncReward):
             if account is None:  # the image lacks wc, head or tail: read through the engine
                 reward = self._read_reward(box)
             elif REWARD_JSON in account.files:
-                reward = parse_reward_json(account.files[REWARD_JSON])
+                reward = parse_reward_json(account.files[REWARD_JSON], self.reward_key)
             elif REWARD_TXT in account.files:
                 reward = parse_reward_text(account.files[REWARD_TXT])
             else:
@@ -570,7 +588,7 @@ class HarborTask(AsyncReward):
     def _read_reward(self, box: Container) -> _Reward | None:
         data = box.read(REWARD_JSON, max_bytes=self.max_reward_bytes)
         if data is not None:
-            return parse_reward_json(data)
+            return parse_reward_json(data, self.reward_key)
         data = box.read(REWARD_TXT, max_bytes=self.max_reward_bytes)
         if data is not None:
             return parse_reward_text(data)
@@ -616,7 +634,8 @@ def _test_account(output: bytes, nonce: str, max_bytes: int) -> _TestAccount | N
     Raises:
         _BadReward: A reward file is larger than `max_bytes`.
     """
-    end = output.rfind(f"\n{nonce} status ".encode())
+    # the first status line: the test output's tail printed after it can hold forged ones
+    end = output.find(f"\n{nonce} status ".encode())
     if end < 0:
         return None
     files: dict[str, bytes] = {}

@@ -36,6 +36,7 @@ import hashlib
 import io
 import os
 import re
+import socket
 import tarfile
 import threading
 import time
@@ -75,6 +76,19 @@ IDLE_COMMAND = ("sleep", "infinity")
 
 _DEFAULT_URL = "unix:///var/run/docker.sock"
 _LABEL = "referee.containers"
+_OWNER = "referee.owner"  # host:pid of the process whose pool started the container
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
 _LOG_TAIL = 1500
 
 
@@ -160,6 +174,7 @@ class ContainerEngine:
         self.build_timeout = build_timeout
         self.builds = 0
         self._built: dict[str, str] = {}  # tag -> image id, what this object knows exists
+        self._configs: dict[str, dict[str, Any]] = {}  # image -> its Config, asked once
         self._locks: dict[str, threading.Lock] = collections.defaultdict(threading.Lock)
         self._lock = threading.Lock()
         try:
@@ -250,10 +265,21 @@ class ContainerEngine:
         self.builds += 1
         self._built[tag] = image.id
 
+    def _config(self, image: str) -> dict[str, Any]:
+        """The image's ``Config`` (asked of the engine once per image)."""
+        config = self._configs.get(image)
+        if config is None:
+            attrs = self.client.images.get(image).attrs
+            config = self._configs[image] = dict(attrs.get("Config") or {})
+        return config
+
     def workdir(self, image: str) -> str:
         """The image's working directory (its ``WORKDIR``), ``/`` where it sets none."""
-        attrs = self.client.images.get(image).attrs
-        return str((attrs.get("Config") or {}).get("WorkingDir") or "/")
+        return str(self._config(image).get("WorkingDir") or "/")
+
+    def user(self, image: str) -> str:
+        """The image's user (its ``USER``), ``""`` where it sets none (root)."""
+        return str(self._config(image).get("User") or "")
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -560,6 +586,24 @@ class ContainerPool:
         self._lock = threading.Lock()
         self._closed = False
         self._background = ThreadPoolExecutor(2, thread_name_prefix="referee-containers")
+        self._reap_orphans()
+
+    def _reap_orphans(self) -> None:
+        """Remove the containers that pools of dead processes on this host left (a worker
+        killed at its deadline, by the OOM killer or with its Ray actor never ran its exit
+        hooks; its warm containers would idle forever). A process is known by its host name
+        and pid, in the container's ``referee.owner`` label; a pid in use again is taken as
+        alive, so nothing of a living pool is removed."""
+        host = socket.gethostname()
+        try:
+            found = self.engine.api.containers(all=True, filters={"label": _OWNER})
+        except Exception:  # the engine's trouble shows on the first lease, by name
+            return
+        for entry in found:
+            owner = str((entry.get("Labels") or {}).get(_OWNER, ""))
+            name, _, pid = owner.rpartition(":")
+            if name == host and pid.isdigit() and not _alive(int(pid)):
+                self._remove(str(entry["Id"]))
 
     def _state(self, image: str) -> _ImageState:
         with self._lock:
@@ -587,7 +631,7 @@ class ContainerPool:
                 pids_limit=limits.pids,
                 nano_cpus=int(limits.cpus * 1e9) if limits.cpus else None,
                 runtime=limits.runtime,
-                labels={_LABEL: self.pool_id},
+                labels={_LABEL: self.pool_id, _OWNER: f"{socket.gethostname()}:{os.getpid()}"},
                 log_config={"type": "none", "config": {}},
             )
         except Exception as exc:

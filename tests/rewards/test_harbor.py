@@ -3,6 +3,7 @@ own images, and read the way Harbor's own task classes read them."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
@@ -19,17 +20,10 @@ import referee
 from referee.rewards.harbor import HarborTask, parse_reward_json, parse_reward_text, read_task
 from referee.rollout import Rollout
 from referee.verifiers.containers import close_shared
+from tests.support.images import HARBOR_CALC as CALC
+from tests.support.images import HARBOR_FIX as FIX
 from tests.support.images import base_image
 
-CALC = "def add(a, b):\n    return a - b\n"
-FIX = """\
---- a/calc.py
-+++ b/calc.py
-@@ -1,2 +1,2 @@
- def add(a, b):
--    return a - b
-+    return a + b
-"""
 WRONG = FIX.replace("a + b", "a * b")
 STALE = FIX.replace("-    return a - b", "-    return a / b")  # does not apply
 # Tries to replace the tests and plant a reward: the workspace of `escape` is "/".
@@ -198,13 +192,27 @@ def test_no_reward_file_is_a_failure(reward: HarborTask) -> None:
     assert "wrote no reward" in score.failure.message and "checking" in score.failure.message
 
 
-def test_a_verifier_timeout_is_a_failure_and_kills_the_container(reward: HarborTask) -> None:
+def test_a_verifier_timeout_is_a_failure_and_kills_the_container(
+    reward: HarborTask, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import docker
+
+    leased: list[str] = []
+    run = HarborTask._run
+
+    def spy(self: HarborTask, box: Any, *args: Any) -> Any:
+        leased.append(box.id)
+        return run(self, box, *args)
+
+    monkeypatch.setattr(HarborTask, "_run", spy)
     score = referee.score(reward, [_rollout(FIX, "slow")])[0]
     assert score.failure is not None and score.failure.type == "timeout", score
     assert "verifier timeout of 1s" in score.failure.message
     engine = reward.pool(read_task(Path(reward.tasks_dir or "") / "slow")).engine
-    running = engine.client.containers.list(filters={"ancestor": "referee-env/slow"})
-    assert running == []
+    assert len(leased) == 1  # the container that ran the tests, by its id
+    # killed at the deadline (then removed in the background): never left running
+    with contextlib.suppress(docker.errors.NotFound):
+        assert engine.client.containers.get(leased[0]).status != "running"
 
 
 def test_a_reward_that_is_not_a_number_is_a_failure(reward: HarborTask) -> None:
@@ -269,8 +277,8 @@ def test_the_reward_pickles_and_loads_from_a_spec(reward: HarborTask) -> None:
         (b"nan", "invalid_value"),
         (b"inf\n", "invalid_value"),
         (b"1e999", "invalid_value"),
-        (b"1_0", "invalid_value"),
         (b"0x1", "invalid_value"),
+        (b"  ", "invalid_value"),
         (b"", "error"),
         (b"\xff", "invalid_value"),
     ],
@@ -285,9 +293,72 @@ def test_reward_txt_and_json_values() -> None:
     assert parse_reward_text(b" 0.75\n").value == 0.75
     parsed = parse_reward_json(b'{"reward": 1, "a": 0.5}')
     assert (parsed.value, parsed.components) == (1.0, {"a": 0.5})
-    for bad in (b'{"reward": "1"}', b'{"reward": true}', b'{"reward": NaN}', b'{"a": 1}', b"[1]"):
+    assert parse_reward_json(b'{"reward": true}').value == 1.0  # a bool is a number, as Harbor
+    assert parse_reward_json(b'{"pass": 1, "style": 0.5}', "pass").components == {"style": 0.5}
+    for bad in (b'{"reward": "1"}', b'{"reward": NaN}', b'{"a": 1}', b"[1]", b"1"):
         with pytest.raises(Exception, match=r"reward\.json"):
             parse_reward_json(bad)
+
+
+# Reward files, read by referee and by Harbor's own verifier (harbor.verifier.verifier):
+# the same value, or both refuse. Where referee differs on purpose: a reward.json without a
+# "reward" key, which Harbor records as metrics with no reward, and one over 64 keys.
+REWARD_FILES = [
+    ("txt", b"1"), ("txt", b" 0.75\n"), ("txt", b"1_0"), ("txt", b"-2e-3"), ("txt", b"nan"),
+    ("txt", b"inf"), ("txt", b"1e999"), ("txt", b"0x1"), ("txt", b""), ("txt", b"  "),
+    ("txt", b"one"), ("txt", b"\xff"),
+    ("json", b'{"reward": 1, "a": 0.5}'), ("json", b'{"reward": true}'),
+    ("json", b'{"reward": "1"}'), ("json", b'{"reward": NaN}'), ("json", b'{"reward": 1e999}'),
+    ("json", b"[1]"), ("json", b"1"), ("json", b""), ("json", b"{"),
+    ("json", b'{"reward": 0.5, "x": null}'),
+]  # fmt: skip
+DIFFERS = [("json", b'{"a": 1}')]
+
+_HARBOR_PARSE = """
+import json, sys, tempfile
+from pathlib import Path
+from types import SimpleNamespace
+from harbor.verifier.verifier import Verifier
+out = []
+for kind, data in json.loads(sys.stdin.read()):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / ("reward." + kind)
+        path.write_bytes(bytes.fromhex(data))
+        fake = SimpleNamespace(trial_paths=SimpleNamespace(reward_text_path=path,
+                                                           reward_json_path=path))
+        parse = Verifier._parse_reward_text if kind == "txt" else Verifier._parse_reward_json
+        try:
+            got = parse(fake)
+            out.append({k: float(v) for k, v in got.items()} if isinstance(got, dict)
+                       else {"not a mapping": repr(got)})
+        except Exception as exc:
+            out.append(type(exc).__name__)
+print(json.dumps(out))
+"""
+
+
+def test_reward_files_read_as_harbor_reads_them(harbor_python: str) -> None:
+    cases = REWARD_FILES + DIFFERS
+    run = subprocess.run(
+        [harbor_python, "-c", _HARBOR_PARSE], capture_output=True, text=True, timeout=120,
+        input=json.dumps([[kind, data.hex()] for kind, data in cases]),
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    theirs = json.loads(run.stdout)
+    for (kind, data), harbor in zip(cases, theirs, strict=True):
+        parse = parse_reward_text if kind == "txt" else parse_reward_json
+        try:
+            got = parse(data)
+            ours: Any = {"reward": got.value, **got.components}
+        except Exception as exc:
+            ours = f"refused: {exc}"
+        harbor_ok = isinstance(harbor, dict) and "not a mapping" not in harbor
+        if (kind, data) in DIFFERS:  # Harbor: metrics, no reward; referee: a Failure
+            assert harbor_ok and "reward" not in harbor and isinstance(ours, str), (data, ours)
+        elif harbor_ok:
+            assert ours == harbor, (kind, data, harbor)
+        else:
+            assert isinstance(ours, str), (kind, data, harbor, ours)
 
 
 # --- agreeing with Harbor's own task classes -----------------------------------------------

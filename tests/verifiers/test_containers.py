@@ -192,3 +192,41 @@ def test_a_marker_starts_the_jobs_own_deadline(pool: ContainerPool, base: str) -
         assert done.exit_code == 0 and not done.timed_out
         late = box.exec(["sh", "-c", "echo ready; sleep 100"], timeout=100, then=(b"ready", 1))
         assert late.timed_out and late.exit_code is None
+
+
+_ORPHAN = """
+import os, sys, time
+from referee.verifiers.containers import ContainerPool
+pool = ContainerPool(sys.argv[1], warm=1)
+pool.prewarm(sys.argv[2])
+for _ in range(600):
+    if pool.idle(sys.argv[2]):
+        break
+    time.sleep(0.05)
+print(pool.idle(sys.argv[2])[0], flush=True)
+os._exit(0)  # as a worker killed at its deadline: no exit hooks, the warm container left
+"""
+
+
+def test_a_dead_processs_containers_are_reaped_by_the_next_pool(
+    docker_engine: str, engine: ContainerEngine, base: str
+) -> None:
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", _ORPHAN, docker_engine, base],
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    orphan = run.stdout.strip()
+    assert engine.api.inspect_container(orphan)["State"]["Running"]  # left running: the case
+    living = ContainerPool(engine, warm=0)  # a living pool's containers are never reaped
+    try:
+        with living.lease(base) as box:
+            ContainerPool(engine, warm=0).close()  # a new pool reaps at its start
+            assert engine.api.inspect_container(box.id)["State"]["Running"]
+        import docker
+
+        with pytest.raises(docker.errors.NotFound):
+            engine.api.inspect_container(orphan)
+    finally:
+        living.close()
