@@ -127,6 +127,11 @@ def tasks(docker_engine: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
             '[verifier]\nuser = "nobody"\nenv = {GREETING = "hello"}\n'
         ),
     )
+    # the tests' user: "whoami" writes the uid as the reward (root is 0)
+    whoami = "#!/bin/bash\nid -u > /logs/verifier/reward.txt\n"
+    make_task(root, "image-user", whoami,
+              dockerfile=f"FROM {base}\nWORKDIR /app\nCOPY app/ /app/\nUSER nobody\n")  # fmt: skip
+    make_task(root, "image-root", whoami, base=base)
     yield root
     close_shared()
 
@@ -229,6 +234,15 @@ def test_an_image_that_does_not_build_is_a_failure_naming_it(reward: HarborTask)
 def test_a_prebuilt_image_the_verifier_env_and_user(reward: HarborTask) -> None:
     score = referee.score(reward, [_rollout(None, "prebuilt")])[0]
     assert score.value == 0.25, score
+
+
+def test_the_tests_run_as_the_images_user_unless_the_verifier_names_one(
+    reward: HarborTask,
+) -> None:
+    """As Harbor's ``docker exec`` without ``-u``: the image's USER (they ran as root)."""
+    user, root = referee.score(reward, [_rollout(FIX, "image-user"), _rollout(FIX, "image-root")])
+    assert user.value == 65534 and root.value == 0.0, (user, root)
+    assert user.components["diff_applied"] == 1.0  # the diff was applied as root all the same
 
 
 def test_an_unreachable_engine_is_a_failure_naming_it(tasks: Path, tmp_path: Path) -> None:
