@@ -22,7 +22,15 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BINARIES", "HARBOR_FIX", "base_image", "harbor_case", "harbor_task", "rootfs_files"]
+__all__ = [
+    "BINARIES",
+    "HARBOR_FIX",
+    "base_image",
+    "harbor_case",
+    "harbor_task",
+    "rootfs_files",
+    "swebench_instance_image",
+]
 
 BINARIES = (
     "bash", "sh", "cat", "ls", "mkdir", "rm", "rmdir", "chmod", "chown", "cp", "mv", "ln",
@@ -228,3 +236,60 @@ def harbor_case(url: str, root: Path) -> tuple[list[Any], dict[str, Any]]:
         Rollout(completion="no change", reference={"task": task.name}),
     ]
     return rollouts, {"tasks_dir": str(root), "docker_host": url}
+
+
+_GIT_ENV = {
+    "GIT_AUTHOR_NAME": "referee", "GIT_AUTHOR_EMAIL": "referee@example.com",
+    "GIT_COMMITTER_NAME": "referee", "GIT_COMMITTER_EMAIL": "referee@example.com",
+    "GIT_AUTHOR_DATE": "2020-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2020-01-01T00:00:00Z",
+}  # fmt: skip
+_COMMIT = "git init -q && git add -A && git commit -qm base && git gc -q --prune=now"
+
+
+def swebench_instance_image(
+    engine: Any, root: Path, name: str, files: dict[str, str], *, site: Sequence[Path] = ()
+) -> tuple[str, str]:
+    """A SWE-bench-style instance image on `engine` (a `ContainerEngine`), and its base commit.
+
+    The repository (`files`, path -> text; ``*.sh`` executable) lies at ``/testbed``, the
+    image's ``WORKDIR``, as a git work tree of a single commit, as swebench's image builder
+    leaves it (history scrubbed: no remote, no later commits). `site`: host folders or files
+    (Python packages) copied to ``/opt/site``, on ``PYTHONPATH``. FROM the `base_image` with
+    ``find`` and ``tar``; built once per content (`ContainerEngine.image`)."""
+    context = root / name
+    repo = context / "repo"
+    if not context.exists():
+        repo.mkdir(parents=True)
+        for rel, text in files.items():
+            path = repo / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            path.chmod(0o755 if rel.endswith(".sh") else 0o644)
+        lines = [f"FROM {base_image(engine.url, extra=('find', 'tar'))}"]
+        if site:
+            (context / "site").mkdir()
+            for source in site:
+                target = context / "site" / source.name
+                if source.is_dir():
+                    shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+                else:
+                    shutil.copy(source, target)
+            lines += ["COPY site/ /opt/site/", "ENV PYTHONPATH=/opt/site"]
+        env = " ".join(f"{k}='{v}'" for k, v in _GIT_ENV.items())
+        lines += [
+            "COPY repo/ /testbed/",
+            "WORKDIR /testbed",
+            f"RUN env {env} sh -c '{_COMMIT}'",
+        ]
+        (context / "Dockerfile").write_text("\n".join(lines) + "\n")
+    tag = str(engine.image(name=name, context=context))
+    scratch = root / f"{name}-commit"
+    if not scratch.exists():  # the same commit on the host: same tree, author and dates
+        shutil.copytree(repo, scratch)
+        subprocess.run(
+            ["sh", "-c", _COMMIT], cwd=scratch, env={**os.environ, **_GIT_ENV}, check=True
+        )
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=scratch, capture_output=True, text=True, check=True
+    )
+    return tag, head.stdout.strip()

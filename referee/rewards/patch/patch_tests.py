@@ -34,6 +34,9 @@ modules run in the test process and could rewrite its report from there, as unde
 
 A patch the sandbox cannot apply because its tools cannot start (``git`` or ``patch`` missing,
 no file descriptors left) is ``Failure("sandbox")``, not 0: it says nothing of the patch.
+
+A SWE-bench instance row (with its ``eval_script``, and no snapshot) runs in the instance's own
+image instead, on a Docker Engine, with the same guarantees (`referee.rewards.patch.images`).
 """
 
 from __future__ import annotations
@@ -178,6 +181,19 @@ class PatchTests(SandboxedReward):
             is not applicable. None (the default): a reference may name any path on the host
             (a relative one from the working directory), a power only a trusted reference
             may have (`reference_powers`).
+        image: Run each rollout in its task's own image (`referee.rewards.patch.images`): a
+            template filled from the reference, a SWE-bench instance row (its string columns,
+            ``{swebench_image}``: swebench's published name, ``{instance_key}``: the id as that
+            name spells it, ``__`` as ``_1776_``). None (the default): a row without a
+            ``snapshot`` that carries ``eval_script`` (or ``image``) runs in its ``image``
+            column's image, else swebench's published name; other rows use their snapshot.
+        workdir: Where the repository lies in the image; None: the image's ``WORKDIR``
+            (``/testbed`` where it sets none).
+        warm: Containers kept started per image, ahead of need (image mode).
+        per_image: Rollouts at once per image (image mode); None: as many as in total (the
+            docker sandbox's ``workers``, else `concurrency`).
+        pytest_plugins: Modules installed in the image that pytest loads as plugins
+            (``PYTEST_PLUGINS``) in image mode, where plugin autoload is off.
 
     Example:
         ```yaml
@@ -186,6 +202,16 @@ class PatchTests(SandboxedReward):
         timeout: 900
         snapshot_root: /data/swe-bench/snapshots
         sandbox: {backend: docker, runtime: runsc, workers: 8}
+        ```
+
+        SWE-bench instances in their own images (rows with ``eval_script``):
+
+        ```yaml
+        type: patch_tests
+        timeout: 1800
+        sandbox: {backend: docker, workers: 8}
+        warm: 1
+        per_image: 2
         ```
     """
 
@@ -196,6 +222,11 @@ class PatchTests(SandboxedReward):
     memory_mb: int = 4096
     max_patch_bytes: int = 1 << 20
     snapshot_root: str | None = None
+    image: str | None = None
+    workdir: str | None = None
+    warm: int = 1
+    per_image: int | None = None
+    pytest_plugins: list[str] = field(default_factory=list)
     name: str = "patch_tests"
 
     def needs(self) -> frozenset[Need]:
@@ -210,6 +241,12 @@ class PatchTests(SandboxedReward):
         bad = [p for p in self.protected if not isinstance(p, str) or not p.strip("/")]
         if bad:
             raise ValueError(f"protected must hold path patterns, got {bad!r}")
+        if self.warm < 0 or (self.per_image is not None and self.per_image < 1):
+            raise ValueError("warm must be 0 or more, and per_image at least 1")
+        if self.workdir is not None and not self.workdir.startswith("/"):
+            raise ValueError(f"workdir must be an absolute path, got {self.workdir!r}")
+        if self.image is not None and not self.image.strip():
+            raise ValueError("image must be an image name or template, e.g. '{swebench_image}'")
 
     def reference_powers(self) -> tuple[str, ...]:
         """What a reference makes this reward do on the host: open any path it names as a
@@ -229,6 +266,10 @@ class PatchTests(SandboxedReward):
 
     def grade(self, rollout: Rollout) -> Score:
         """Score one rollout, blocking (what `evaluate` runs on the reward's threads)."""
+        from referee.rewards.patch import images  # (it imports this module)
+
+        if images.in_image(self, rollout.reference):
+            return images.grade_in_image(self, rollout)
         ref = PatchReference.parse(rollout.reference, self.snapshot_root)
         return self.score_run(self.execute(rollout, ref), ref)
 
@@ -242,6 +283,12 @@ class PatchTests(SandboxedReward):
         """
         if ref is None:
             ref = PatchReference.parse(rollout.reference, self.snapshot_root)
+        patch = self.patch_of(rollout)
+        return self._run_in_sandbox(ref, patch) if isinstance(patch, bytes) else patch
+
+    def patch_of(self, rollout: Rollout) -> bytes | PatchRun:
+        """The patch the completion proposes, as bytes; or, when there is none to apply (no
+        diff, too large, a path outside the repository), the run that says why."""
         completion = rollout.completion
         text = completion if isinstance(completion, str) else trajectory(rollout).final_answer
         diff = extract_diff(text)
@@ -259,7 +306,7 @@ class PatchTests(SandboxedReward):
                 log=f"{APPLY_PATCH_FAIL}: unsafe path {outside!r}\n",
                 note=f"the patch names a path outside the repository: {outside!r}",
             )
-        return self._run_in_sandbox(ref, data)
+        return data
 
     def _run_in_sandbox(self, ref: PatchReference, diff: bytes) -> PatchRun:
         nonce = secrets.token_hex(16)
@@ -304,20 +351,14 @@ class PatchTests(SandboxedReward):
         notes: list[str] = []
         if report is None:
             value = 0.0
-            notes.append(_why_not(run))
+            notes.append(why_not(run))
         else:
             if self.scoring == "resolved":
                 value = 1.0 if report.resolution == "RESOLVED_FULL" else 0.0
             else:
                 value = report.fail_to_pass if report.pass_to_pass == 1 else 0.0
             notes.append(_summary(report))
-        if run.edits:
-            listed = ", ".join(f"{kind} {path}" for kind, path in run.edits[:5])
-            more = f" and {len(run.edits) - 5} more" if len(run.edits) > 5 else ""
-            done = "rejected" if run.outcome == "protected" else "restored before the tests ran"
-            notes.append(f"the patch changed protected files ({listed}{more}): {done}")
-        if run.command and run.command != " ".join(APPLY_COMMANDS[0]):
-            notes.append(f"applied with {run.command}")
+        notes += edits_note(run, " ".join(APPLY_COMMANDS[0]))
         return Score(
             value=value,
             components={
@@ -343,7 +384,22 @@ def _summary(report: TestsReport) -> str:
     return text
 
 
-def _why_not(run: PatchRun) -> str:
+def edits_note(run: PatchRun, first_command: str) -> list[str]:
+    """The notes on a run's protected edits, and on the command that applied it when not the
+    first one tried."""
+    notes: list[str] = []
+    if run.edits:
+        listed = ", ".join(f"{kind} {path}" for kind, path in run.edits[:5])
+        more = f" and {len(run.edits) - 5} more" if len(run.edits) > 5 else ""
+        done = "rejected" if run.outcome == "protected" else "restored before the tests ran"
+        notes.append(f"the patch changed protected files ({listed}{more}): {done}")
+    if run.command and run.command != first_command:
+        notes.append(f"applied with {run.command}")
+    return notes
+
+
+def why_not(run: PatchRun) -> str:
+    """Why a run without a valid test log scores 0, for a person."""
     if run.outcome == "tested":
         return (
             "RESOLVED_NO: the test log is not a valid account of a run (no test results, or a "

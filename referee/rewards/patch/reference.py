@@ -103,9 +103,9 @@ class PatchReference:
         snapshot = reference.get("snapshot")
         if snapshot is None and "image" in reference:
             raise NotApplicable(
-                f"reference image {short(reference['image'])}: patch_tests does not run tests in "
-                f"a task's own image yet; give a snapshot (the repository's directory or "
-                f"archive) instead"
+                f"reference image {short(reference['image'])}: a snapshot reference has no "
+                f"image; patch_tests runs a SWE-bench instance row (with its eval_script) in its "
+                f"image, or a snapshot (the repository's directory or archive) in its sandbox"
             )
         if snapshot is None:
             raise NotApplicable(
