@@ -113,10 +113,13 @@ def agreement(reward: Any, rows: list[tuple[str, Any]]) -> dict[str, Any]:
     parts = [fn(texts, reference=refs) for fn in handwritten.FUNCS]
     theirs = [sum(w * p[i] for w, p in zip(handwritten.WEIGHTS, parts, strict=True))
               for i in range(len(rows))]  # fmt: skip
-    differ = [i for i in range(len(rows)) if abs((ours[i] or 0.0) - theirs[i]) > 1e-9]
+    failed = [i for i in range(len(rows)) if ours[i] is None]
+    differ = [i for i in range(len(rows))
+              if ours[i] is not None and abs(ours[i] - theirs[i]) > 1e-9]  # fmt: skip
     return {
         "completions": len(rows),
         "differ": len(differ),
+        "referee_failed": len(failed),  # a Failure is no value: counted, never taken as 0
         "examples": [
             {"completion": texts[i], "referee": ours[i], "handwritten": theirs[i]}
             for i in differ[:5]
@@ -185,7 +188,10 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
             model, tokenizer, heldout, options.hint, phase, options.max_completion_length
         )
         scores = referee.score(reward, rollouts)
-        return rollouts, mean([s.value or 0.0 for s in scores])
+        failed = [s for s in scores if s.value is None]
+        if failed:  # the spec pays 0 for any text: a Failure is a fault, never a 0
+            raise SystemExit(f"{len(failed)} held-out rollouts failed: {failed[0].failure}")
+        return rollouts, mean([s.value for s in scores if s.value is not None])
 
     before, heldout_before = evaluate("before")
     print(f"held-out reward before: {heldout_before:.3f}", flush=True)
