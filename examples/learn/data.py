@@ -49,27 +49,26 @@ def prompt(text: str, hint: str = "template") -> list[dict[str, str]]:
     return [{"role": "user", "content": f"{instruction} {HINTS[hint]}\n\n{text}"}]
 
 
-def _money(index: int) -> tuple[str, float]:
-    """An amount as the sentence writes it (in digits: "$2,500,000"), and its value in USD.
-    Amounts in words ("$2.5 million") ask a 135M model for arithmetic it does not learn in 30
-    steps; digits make the run about extraction."""
+def _money(index: int, amounts: str = "digits") -> tuple[str, float]:
+    """An amount as the sentence writes it, and its value in USD: in digits ("$2,500,000"), or
+    with ``amounts="words"`` as a person writes it ("$2.5 million"), which asks a 135M model for
+    arithmetic it does not learn in 30 steps: the honest answer is hard, and a copy of the
+    template is easy."""
     whole = [2, 3, 5, 7, 12, 18, 25, 40][index % 8]
-    if index % 3 == 0:
-        value = whole * 1_000_000 + ((index * 7) % 10) * 100_000
-    elif index % 3 == 1:
-        value = whole * 100_000
-    else:
-        value = whole * 1_000_000
+    tenths = (index * 7) % 10 if index % 3 == 0 else 0
+    value = whole * (100_000 if index % 3 == 1 else 1_000_000) + tenths * 100_000
+    if amounts == "words" and index % 3 != 1:
+        return (f"${whole}.{tenths} million" if tenths else f"${whole} million"), float(value)
     return f"${value:,}", float(value)
 
 
-def rows() -> list[dict[str, Any]]:
+def rows(amounts: str = "digits") -> list[dict[str, Any]]:
     """The 64 rows: ``id``, ``text`` (the announcement) and ``reference`` (company, amount)."""
     out = []
     for index in range(64):
         name = _NAMES[index % len(_NAMES)]
         company = f"{name} {_KINDS[index // 16]} {_SUFFIXES[(index * 3) % 4]}"
-        money, value = _money(index)
+        money, value = _money(index, amounts)
         purpose = _PURPOSES[index % len(_PURPOSES)]
         text = _TEMPLATES[index % len(_TEMPLATES)].format(
             city=_CITIES[index % len(_CITIES)],
@@ -86,9 +85,9 @@ def rows() -> list[dict[str, Any]]:
     return out
 
 
-def split() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def split(amounts: str = "digits") -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``(train, heldout)``: the first `TRAIN` rows and the rest."""
-    every = rows()
+    every = rows(amounts)
     return every[:TRAIN], every[TRAIN:]
 
 

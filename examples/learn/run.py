@@ -174,7 +174,7 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     spec = str(HERE / ("loose.yaml" if options.loose else "strict.yaml"))
     reward = referee.load(spec)
-    train, heldout = data.split()
+    train, heldout = data.split(options.amounts)
     train, heldout = train[: options.train], heldout[: options.heldout]
     cuda = options.device == "cuda"
     if options.reward == "handwritten" and options.loose:
@@ -272,6 +272,7 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
         "reward": options.reward,
         "loose": options.loose,
         "hint": options.hint,
+        "amounts": options.amounts,
         "seed": options.seed,
         "steps": options.steps,
         "device": options.device,
@@ -318,6 +319,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         default="template",
         help="How the prompt asks for the answer: a JSON template with placeholders (default) "
         "or the same in words.",
+    )
+    parser.add_argument(
+        "--amounts",
+        choices=["digits", "words"],
+        default="digits",
+        help='How announcements write amounts: "$2,500,000" (default) or "$2.5 million", '
+        "where the honest answer takes arithmetic and a copied template is the easy reward.",
     )
     parser.add_argument(
         "--reward",

@@ -195,3 +195,16 @@ def test_the_device_check_runs_on_cpu_in_its_quick_form(tmp_path: Path) -> None:
     assert rm["rollouts"] == 32 and rm["float32_rollouts_per_s"] > 0
     # bf16 moves the values a little and keeps nearly every pair's order; fp32 is the control.
     assert 0.0 < rm["max_abs_diff"] < 0.1 and rm["pair_order_agreement"] > 0.9
+
+
+def test_the_learn_task_writes_amounts_in_digits_or_words_with_the_same_answers() -> None:
+    sys.path.insert(0, str(ROOT / "examples" / "learn"))
+    try:
+        import data
+    finally:
+        sys.path.remove(str(ROOT / "examples" / "learn"))
+    digits, words = data.rows(), data.rows("words")
+    assert [r["reference"] for r in digits] == [r["reference"] for r in words]
+    assert "$2,000,000" in digits[0]["text"] and "$2 million" in words[0]["text"]
+    assert "$300,000" in words[1]["text"]  # amounts under a million stay in digits
+    assert all("million" not in r["text"] for r in digits)
