@@ -284,6 +284,58 @@ def test_protected_files_are_restored_or_the_patch_rejected(
     assert rejected.value == 0.0 and "rejected" in (rejected.reason or ""), rejected
 
 
+# A protected test file's folder replaced by a file, or by a link out of the tree: the restore
+# went through it (tar: "Not a directory", a Failure a trainer masks; or writes through the
+# link as root). Only test_*.py is protected by name here, so the folder itself is not.
+FOLDER_AWAY = """\
+diff --git a/tests/test_calc.py b/tests/test_calc.py
+deleted file mode 100644
+--- a/tests/test_calc.py
++++ /dev/null
+@@ -1,3 +0,0 @@
+-from calc import sub
+-def test_sub():
+-    assert sub(5, 3) == 2
+"""
+AS_FILE = (
+    FOLDER_AWAY
+    + """\
+diff --git a/tests b/tests
+new file mode 100644
+--- /dev/null
++++ b/tests
+@@ -0,0 +1 @@
++not a folder
+"""
+)
+AS_LINK = (
+    FOLDER_AWAY
+    + """\
+diff --git a/tests b/tests
+new file mode 120000
+--- /dev/null
++++ b/tests
+@@ -0,0 +1 @@
++/etc
+\\ No newline at end of file
+"""
+)
+
+
+@pytest.mark.parametrize("diff", [AS_FILE, AS_LINK], ids=["file", "link"])
+def test_a_protected_files_folder_replaced_is_restored_not_a_failure(
+    diff: str, instances: dict[str, Any], docker_engine: str
+) -> None:
+    row = instances["py"]
+    reward = _reward(docker_engine, protected=["test_*.py"])
+    score = referee.score(reward, [_rollout(PY_FIX + diff, row)])[0]
+    assert score.failure is None, score  # never a Failure the patch can cause
+    assert "added tests" in (score.reason or "") and "restored" in (score.reason or ""), score
+    assert score.value == 1.0, score  # the fix, graded on the real tests
+    reject = _reward(docker_engine, protected=["test_*.py"], protected_edits="reject")
+    assert referee.score(reject, [_rollout(PY_FIX + diff, row)])[0].value == 0.0
+
+
 def test_a_plugin_the_patch_installs_does_not_autoload(
     instances: dict[str, Any], docker_engine: str
 ) -> None:

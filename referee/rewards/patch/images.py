@@ -140,6 +140,17 @@ while IFS= read -r -d '' p; do
   [ -n "${now[$p]+x}" ] && continue
   printf '%s\0' "$p" >> "$stage/changed"; edit deleted "$p"
 done < "$stage/before"
+# A folder above a protected file that is no longer a folder (a file, or a link that would
+# take the restore outside the tree) is an added entry: removed before the restore.
+declare -A above
+while IFS= read -r -d '' p; do
+  d="${p%/*}"
+  while [ "$d" != "." ] && [ "$d" != "$p" ]; do
+    if [ -L "$d" ] || { [ -e "$d" ] && [ ! -d "$d" ]; }; then above["$d"]=1; fi
+    d="${d%/*}"
+  done
+done < "$stage/before"
+for d in "${!above[@]}"; do printf '%s\0' "$d" >> "$stage/gone"; edit added "$d"; done
 find . -path ./.git -prune -o \( "${FIND[@]}" \) ! -type d -cnewer "$stage/stamp" -print0 \
   > "$stage/newer"
 while IFS= read -r -d '' p; do
