@@ -426,7 +426,10 @@ def test_strict_reading_equals_swebench_on_honest_logs(tmp_path: Path) -> None:
             _agrees(strict, _oracle(row, log, tmp_path))
 
 
-def test_a_parser_that_raises_is_a_failure_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_parser_that_raises_scores_zero_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The log is the tests' output, which the patch's code writes: a log that breaks the
+    parser is 0 with the reason (swebench counts it unresolved), never a Failure that a
+    trainer would mask, and never a pass."""
     row, good, _ = CASES["go"]
 
     def explodes(log: str, spec: Any) -> dict[str, str]:
@@ -435,9 +438,8 @@ def test_a_parser_that_raises_is_a_failure_naming_it(monkeypatch: pytest.MonkeyP
     monkeypatch.setitem(PARSER_REGISTRY, "parse_log_gotest", explodes)
     for timeout in (None, 30.0):
         result = sw.score(row, _log(good), parse_timeout=timeout)
-        assert result.value is None and result.failure is not None
-        assert result.failure.type == "error"
-        assert "parse_log_gotest raised IndexError" in result.failure.message
+        assert result.value == 0.0 and result.failure is None
+        assert "parse_log_gotest raised IndexError" in str(result.reason)
         with pytest.raises(sw.LogParserError) as caught:
             sw.verdict(row, _log(good), parse_timeout=timeout)
         assert caught.value.parser == "parse_log_gotest"
@@ -453,9 +455,11 @@ def test_a_parser_that_never_ends_is_killed(monkeypatch: pytest.MonkeyPatch) -> 
 
     monkeypatch.setitem(PARSER_REGISTRY, "parse_log_sympy", spins)
     result = sw.score(row, _log(good), parse_timeout=0.5)
-    assert result.value is None and result.failure is not None
-    assert result.failure.type == "timeout"
-    assert "parse_log_sympy ran past 0.5 s" in result.failure.message
+    assert result.value == 0.0 and result.failure is None
+    assert "parse_log_sympy ran past 0.5 s" in str(result.reason)
+    with pytest.raises(sw.LogParserError) as caught:  # verdict says what happened
+        sw.verdict(row, _log(good), parse_timeout=0.5)
+    assert caught.value.timed_out
 
 
 def test_without_swebench_the_fix_is_named(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -28,11 +28,11 @@ each a documented difference from ``swebench`` that holds only for logs no hones
 - time: the parser runs in a forked child that is killed after ``parse_timeout`` seconds
   (``parse_log_sympy``'s pattern takes time quadratic in a line's length: one 40 000-
   character line costs it seconds, one of a megabyte hours); a parser that raises or runs
-  out of time is a `LogParserError` naming it, which `score` turns into a failed `Score`,
+  out of time is a `LogParserError` naming it, which `score` turns into 0 with the reason,
   never a pass. The child is forked, where referee's worker pool starts fresh interpreters
   (`referee.workers`): one would import swebench's harness again, seconds per log. It only
   parses and answers in JSON; one that blocks on a lock another thread held at the fork is
-  killed at the same deadline, a ``timeout`` failure, never a verdict;
+  killed at the same deadline and scored as a parser out of time, never a pass;
 - markers (``markers="strict"``, the default): ``swebench`` reads the output between the
   first ``>>>>> Start Test Output`` and the first ``>>>>> End Test Output`` after it, takes the
   first ``>>>>> Test Exit Code`` line anywhere, and when the output parses to nothing parses the
@@ -110,7 +110,8 @@ _LANGUAGE_MODULES = ("python", "javascript", "go", "rust", "java", "c", "php", "
 
 class LogParserError(RewardError):
     """SWE-bench's parser for a log raised or ran past its time: the log, not the patch, is
-    what cannot be read. `score` returns it as a failed `Score` (never a pass).
+    what cannot be read. `score` scores it 0 with the reason (never a pass, never a Failure
+    a trainer masks: the log is the tests' output, which the patch writes).
 
     Attributes:
         parser: The parser's name in ``PARSER_REGISTRY`` (``parse_log_sympy``).
@@ -653,15 +654,22 @@ def score(
     parse_timeout: float | None = PARSE_TIMEOUT,
     where: str = "patch_tests",
 ) -> Score:
-    """`verdict` as a `Score` (`Verdict.score`); a parser that raises or runs out of time on
-    the log is a failed score naming it (``error``, or ``timeout``), never a pass."""
+    """`verdict` as a `Score` (`Verdict.score`). A parser that raises or runs out of time on
+    the log scores 0 with the reason naming it, never a pass: swebench counts an instance
+    whose log it cannot grade as not resolved, and the log is the tests' output, which the
+    patch's code writes, so a log made to break the parser must not become a Failure that a
+    trainer masks."""
     try:
         found = verdict(
             instance, log, markers=markers, max_log_chars=max_log_chars,
             parse_timeout=parse_timeout,
         )  # fmt: skip
     except LogParserError as exc:
-        return Score.failed("timeout" if exc.timed_out else "error", str(exc), where)
+        return Score(
+            value=0.0,
+            components={"applied": 0.0, "fail_to_pass": None, "pass_to_pass": None},
+            reason=f"RESOLVED_NO: {exc}; the log could not be graded, as under swebench",
+        )
     return found.score(scoring)
 
 
