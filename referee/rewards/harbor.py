@@ -497,7 +497,8 @@ class HarborTask(AsyncReward):
         args = ["bash", "-c", "", "harbor", workdir, stage, nonce, str(self.max_reward_bytes)]
         output_bytes = (2 << 20) + 2 * self.max_reward_bytes
         timeout = self.timeout or task.verifier_timeout
-        together = user in ("", "root", "0")  # the tests run as root too: one exec
+        # the tests run as root too (USER root, 0, root:root, 0:0): one exec
+        together = user.partition(":")[0] in ("", "root", "0")
         run = box.exec(
             [*args[:2], _SETUP + (_TEST if together else ""), *args[3:]],
             timeout=_APPLY_SECONDS + (timeout if together else 0),

@@ -441,6 +441,18 @@ def test_a_row_without_an_eval_script_is_not_applicable() -> None:
     assert "eval_script" in score.failure.message
 
 
+def test_a_row_with_image_assets_is_not_applicable() -> None:
+    """swebench's harness stages a row's image_assets (test baselines) into the container;
+    without them even the gold patch fails, so the row is refused rather than scored 0."""
+    row = {"instance_id": "a__b-1", "image": "x:1", "FAIL_TO_PASS": [], "eval_script": "true",
+           "log_parser": "parse_log_gotest", "image_assets": {"a.png": "iVBORw0KGgo="}}  # fmt: skip
+    score = referee.score(PatchTests(), [_rollout(GO_FIX, row)])[0]
+    assert score.failure is not None and score.failure.type == "not_applicable", score
+    assert "image_assets" in score.failure.message
+    row.pop("image_assets")  # the control: the same row without them is read
+    assert "true" in images.image_task(row).eval_script
+
+
 def test_the_find_expression() -> None:
     assert images.find_expression(["conftest.py", "tests/", "a/b/", "x/*.py"], ["t[1].py"]) == [
         "-name", "conftest.py", "-o", "-path", "*/tests/*", "-o", "-name", "tests",

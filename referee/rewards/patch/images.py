@@ -298,6 +298,13 @@ def image_task(reference: object, template: str | None = None) -> ImageTask:
     for key in ("FAIL_TO_PASS", "PASS_TO_PASS"):
         row[key] = _ids(row, key)
     script = swebench.eval_script(row)
+    if swebench.test_spec(row).image_assets:
+        # swebench's harness copies these (binary test baselines) into the container and
+        # restores them in the eval script; without them the gold patch fails: not a 0
+        raise NotApplicable(
+            f"instance {row['instance_id']} has image_assets, which patch_tests does not copy "
+            "into the container yet; grade it with swebench's harness"
+        )
     files: list[str] = []
     test_patch = row.get("test_patch")
     if isinstance(test_patch, str) and test_patch:
