@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import os
 import secrets
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,22 +56,45 @@ echo "REWARD=$(cat /logs/verifier/reward.txt)"
 """
 
 
-def rollouts(n: int, task: str) -> tuple[list[referee.Rollout], list[float]]:
+def rollouts(
+    n: int, reference: Any, fix: str, wrong: str
+) -> tuple[list[referee.Rollout], list[float]]:
+    """`n` rollouts of `reference`, alternately fixing it (1.0) and not (0.0)."""
     batch, want = [], []
     for i in range(n):
-        diff = HARBOR_FIX if i % 2 == 0 else WRONG
-        batch.append(referee.Rollout(completion=f"```diff\n{diff}```", reference={"task": task}))
+        diff = fix if i % 2 == 0 else wrong
+        batch.append(referee.Rollout(completion=f"```diff\n{diff}```", reference=reference))
         want.append(1.0 if i % 2 == 0 else 0.0)
     return batch, want
 
 
-def pooled(reward: HarborTask, batch: list[referee.Rollout], want: list[float]) -> float:
+def pooled(reward: referee.Reward, batch: list[referee.Rollout], want: list[float]) -> float:
+    """Seconds to score `batch` through the reward (its warm pool), values checked."""
     started = time.perf_counter()
     scores = referee.score(reward, batch)
     seconds = time.perf_counter() - started
     got = [s.value for s in scores]
-    assert got == want, [s.failure or s.value for s in scores][:4]
+    assert got == want, [s.failure or s.reason for s in scores][:4]
     return seconds
+
+
+@contextlib.contextmanager
+def engine_url(dockerd: bool) -> Iterator[str | None]:
+    """``DOCKER_HOST``, or a dockerd of our own with the safe flags (``--dockerd``); the
+    shared container pools are closed at the end."""
+    proc, url = None, os.environ.get("DOCKER_HOST")
+    if dockerd:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        from bench_sandbox import start_dockerd
+
+        proc, url = start_dockerd()
+    try:
+        yield url
+    finally:
+        close_shared()
+        if proc is not None:
+            proc.terminate()
+            proc.wait(30)
 
 
 def docker_runs(engine: ContainerEngine, image: str, n: int) -> float:
@@ -103,20 +128,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--dockerd", action="store_true", help="start a dockerd of our own")
     args = parser.parse_args()
-    dockerd = None
-    url = os.environ.get("DOCKER_HOST")
-    if args.dockerd:
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-        from bench_sandbox import start_dockerd
-
-        dockerd, url = start_dockerd()
-    try:
+    with engine_url(args.dockerd) as url:
         run(url, args.rollouts, args.repeat)
-    finally:
-        close_shared()
-        if dockerd is not None:
-            dockerd.terminate()
-            dockerd.wait(30)
 
 
 def run(url: str | None, n: int, repeat: int) -> None:
@@ -133,7 +146,7 @@ def run(url: str | None, n: int, repeat: int) -> None:
     second = time.perf_counter() - started
     print(f"image build: first {first:.2f}s, second (cached) {second * 1000:.1f}ms")
 
-    batch, want = rollouts(n, task.name)
+    batch, want = rollouts(n, {"task": task.name}, HARBOR_FIX, WRONG)
     common: dict[str, Any] = {"tasks_dir": str(root), "docker_host": engine.url, "warm": 1}
     sequential = HarborTask(concurrency=1, **common)
     parallel = HarborTask(concurrency=4, **{**common, "warm": 4})

@@ -26,7 +26,6 @@ Usage: python benchmarks/bench_patch_images.py [--rollouts 12] [--repeat 2] [--w
 from __future__ import annotations
 
 import argparse
-import os
 import secrets
 import shlex
 import sys
@@ -38,10 +37,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import referee  # noqa: E402
+from benchmarks.bench_harbor import engine_url, pooled, rollouts  # noqa: E402
 from referee.rewards.patch import images  # noqa: E402
 from referee.rewards.patch.patch_tests import PROTECTED, PatchTests  # noqa: E402
-from referee.verifiers.containers import CAPS, ContainerEngine, close_shared  # noqa: E402
+from referee.verifiers.containers import CAPS, ContainerEngine  # noqa: E402
 from tests.support.images import swebench_instance_image  # noqa: E402
 
 OPS = "add() { echo $(($1 - $2)); }\n"
@@ -104,24 +103,6 @@ def instance(image: str, base: str) -> dict[str, Any]:
     }
 
 
-def rollouts(n: int, row: dict[str, Any]) -> tuple[list[referee.Rollout], list[float]]:
-    batch, want = [], []
-    for i in range(n):
-        diff = FIX if i % 2 == 0 else WRONG
-        batch.append(referee.Rollout(completion=f"```diff\n{diff}```", reference=row))
-        want.append(1.0 if i % 2 == 0 else 0.0)
-    return batch, want
-
-
-def pooled(reward: PatchTests, batch: list[referee.Rollout], want: list[float]) -> float:
-    started = time.perf_counter()
-    scores = referee.score(reward, batch)
-    seconds = time.perf_counter() - started
-    got = [s.value for s in scores]
-    assert got == want, [s.failure or s.reason for s in scores][:4]
-    return seconds
-
-
 def docker_runs(engine: ContainerEngine, reward: PatchTests, row: dict[str, Any], n: int) -> float:
     """The same script and files, one ``containers.run`` each, graded the same way."""
     task = images.image_task(row)
@@ -165,20 +146,8 @@ def main() -> None:
     parser.add_argument("--warm", type=int, default=2, help="containers kept warm per image")
     parser.add_argument("--dockerd", action="store_true", help="start a dockerd of our own")
     args = parser.parse_args()
-    dockerd = None
-    url = os.environ.get("DOCKER_HOST")
-    if args.dockerd:
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-        from bench_sandbox import start_dockerd
-
-        dockerd, url = start_dockerd()
-    try:
+    with engine_url(args.dockerd) as url:
         run(url, args.rollouts, args.repeat, args.warm)
-    finally:
-        close_shared()
-        if dockerd is not None:
-            dockerd.terminate()
-            dockerd.wait(30)
 
 
 def run(url: str | None, n: int, repeat: int, warm: int) -> None:
@@ -194,7 +163,7 @@ def run(url: str | None, n: int, repeat: int, warm: int) -> None:
     print(f"instance image: first build {first:.2f}s, again (cached) {second * 1000:.1f}ms")
 
     row = instance(image, base)
-    batch, want = rollouts(n, row)
+    batch, want = rollouts(n, row, FIX, WRONG)
     sandbox = {"backend": "docker", "base_url": engine.url}
     sequential = PatchTests(timeout=60, sandbox={**sandbox, "workers": 1}, warm=warm)
     parallel = PatchTests(timeout=60, sandbox={**sandbox, "workers": 2}, warm=max(warm, 2))
