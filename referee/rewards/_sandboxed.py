@@ -39,6 +39,7 @@ __all__ = [
     "SandboxOption",
     "SandboxedReward",
     "Scoring",
+    "ThreadedReward",
     "extract_code",
     "limits",
 ]
@@ -82,8 +83,54 @@ def limits(timeout: float, memory_mb: int) -> Limits:
     return Limits(wall_seconds=timeout, cpu_seconds=timeout, memory_bytes=memory_mb << 20)
 
 
+class ThreadedReward(AsyncReward):
+    """An async reward whose blocking `grade` runs on threads of its own, at most
+    ``concurrency`` at once (the subclass's option): the code rewards, and `harbor_task`."""
+
+    concurrency: int  # declared by each subclass's dataclass, with its default
+
+    @abstractmethod
+    def grade(self, rollout: Rollout) -> Score:
+        """Score one rollout, blocking (what `evaluate` runs on the reward's threads)."""
+
+    async def evaluate(self, rollout: Rollout) -> Score:
+        loop = asyncio.get_running_loop()
+        run = contextvars.copy_context().run
+        return await loop.run_in_executor(
+            self._executor(self.concurrency), run, self.grade, rollout
+        )
+
+    async def score_batch(
+        self, rollouts: Sequence[Rollout], *, concurrency: int | None = None
+    ) -> list[Score]:
+        if concurrency is not None and concurrency > 1:
+            self._executor(concurrency)  # a caller asking for more at once gets the threads
+        return await super().score_batch(rollouts, concurrency=concurrency)
+
+    def _executor(self, size: int) -> ThreadPoolExecutor:
+        """This process's thread pool of at least `size` threads (started as jobs need them).
+
+        A pool's threads end when it is dropped (replaced by a larger one, or with the
+        reward); a forked child starts its own (the parent's threads are not there).
+        """
+        pool: tuple[int, int, ThreadPoolExecutor] | None = getattr(self, "_pool", None)
+        pid = os.getpid()
+        if pool is not None and pool[0] == pid and pool[1] >= size:
+            return pool[2]
+        with _POOL_LOCK:
+            pool = getattr(self, "_pool", None)  # (pid, size, executor), made on first use
+            if pool is not None and pool[0] == pid and pool[1] >= size:
+                found: ThreadPoolExecutor = pool[2]
+                return found
+            # A pool replaced here is not shut down: another thread may be about to submit to
+            # it. Its threads end once its jobs are done and its last reference is dropped.
+            executor = ThreadPoolExecutor(size, thread_name_prefix=f"referee-{self.name}")
+            self._pool = (pid, size, executor)
+        return executor
+
+
 @dataclass(kw_only=True)
-class SandboxedReward(AsyncReward):
+class SandboxedReward(ThreadedReward):
     """Base of the code rewards: the sandbox option, and `grade` run on the reward's threads.
 
     Attributes:
@@ -124,7 +171,6 @@ class SandboxedReward(AsyncReward):
         )
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {self.concurrency!r}")
-        self._pool: tuple[int, int, ThreadPoolExecutor] | None = None
         self.check_options()
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -139,43 +185,6 @@ class SandboxedReward(AsyncReward):
         (every code reward has one)."""
         own: float = vars(self)["timeout"]
         return self.backstop(own)
-
-    @abstractmethod
-    def grade(self, rollout: Rollout) -> Score:
-        """Score one rollout, blocking (what `evaluate` runs on the reward's threads)."""
-
-    async def evaluate(self, rollout: Rollout) -> Score:
-        loop = asyncio.get_running_loop()
-        run = contextvars.copy_context().run
-        return await loop.run_in_executor(
-            self._executor(self.concurrency), run, self.grade, rollout
-        )
-
-    async def score_batch(
-        self, rollouts: Sequence[Rollout], *, concurrency: int | None = None
-    ) -> list[Score]:
-        if concurrency is not None and concurrency > 1:
-            self._executor(concurrency)  # a caller asking for more at once gets the threads
-        return await super().score_batch(rollouts, concurrency=concurrency)
-
-    def _executor(self, size: int) -> ThreadPoolExecutor:
-        """This process's thread pool of at least `size` threads (started as jobs need them).
-
-        A pool's threads end when it is dropped (replaced by a larger one, or with the
-        reward); a forked child starts its own (the parent's threads are not there).
-        """
-        pool, pid = self._pool, os.getpid()
-        if pool is not None and pool[0] == pid and pool[1] >= size:
-            return pool[2]
-        with _POOL_LOCK:
-            pool = self._pool
-            if pool is not None and pool[0] == pid and pool[1] >= size:
-                return pool[2]
-            # A pool replaced here is not shut down: another thread may be about to submit to
-            # it. Its threads end once its jobs are done and its last reference is dropped.
-            executor = ThreadPoolExecutor(size, thread_name_prefix=f"referee-{self.name}")
-            self._pool = (pid, size, executor)
-        return executor
 
     def open_sandbox(self) -> Sandbox:
         """The process's sandbox for these options; a `sandbox` Failure if it cannot start."""

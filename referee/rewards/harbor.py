@@ -19,24 +19,21 @@ is read capped and parsed strictly.
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import json
 import math
 import os
 import re
 import secrets
-import threading
 import tomllib
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from referee.errors import MissingDependency, NotApplicable, RewardError, SandboxError
 from referee.registry import register
-from referee.reward import AsyncReward, Need
+from referee.reward import Need
+from referee.rewards._sandboxed import ThreadedReward
 from referee.rewards.patch._diff import extract_diff, unsafe_path
 from referee.rollout import Rollout
 from referee.scores import Score
@@ -284,22 +281,9 @@ def parse_reward_text(data: bytes) -> _Reward:
     return _Reward(value, {}, REWARD_TXT)
 
 
-_EXECUTORS: dict[tuple[int, int], ThreadPoolExecutor] = {}
-_EXECUTORS_LOCK = threading.Lock()
-
-
-def _executor(size: int) -> ThreadPoolExecutor:
-    key = (os.getpid(), size)
-    with _EXECUTORS_LOCK:
-        pool = _EXECUTORS.get(key)
-        if pool is None:
-            pool = _EXECUTORS[key] = ThreadPoolExecutor(size, thread_name_prefix="referee-harbor")
-        return pool
-
-
 @register("harbor_task")
 @dataclass(kw_only=True)
-class HarborTask(AsyncReward):
+class HarborTask(ThreadedReward):
     """The reward a Harbor task's own tests give the agent's workspace change, run in the
     task's own image.
 
@@ -387,11 +371,6 @@ class HarborTask(AsyncReward):
     def default_deadline(self) -> float | None:
         """A backstop behind the verifier's timeout and a first build."""
         return self.backstop((self.timeout or 600.0) + 600.0)
-
-    async def evaluate(self, rollout: Rollout) -> Score:
-        loop = asyncio.get_running_loop()
-        run = contextvars.copy_context().run
-        return await loop.run_in_executor(_executor(self.concurrency), run, self.grade, rollout)
 
     # -- grading ------------------------------------------------------------------------------
 
