@@ -519,6 +519,11 @@ class CheckReward(RewardBase):
     def check(self, rollout: Rollout) -> RewardResult:
         """Score one rollout (synchronously). Raise `RewardError` when it cannot be scored."""
 
+    def prepare(self) -> None:
+        """One-time set-up a check needs (imports, parsers, tables), run once per worker
+        process when it loads the reward, and in the pool's zygote before it forks workers,
+        so it never counts against the first check's deadline. Nothing by default."""
+
     @property
     def is_sync(self) -> bool:
         """True unless it runs in a worker process (then batches go to the pool at once)."""

@@ -262,7 +262,7 @@ def test_check_shows_the_tree_and_what_rollouts_need(tmp_path: Path) -> None:
     )  # fmt: skip
     code, output = run("check", str(spec))
     assert code == 0, output
-    assert "answer weight 0.8: math_answer (inline, deadline 110s)" in output
+    assert "answer weight 0.8: math_answer (process, deadline 6s)" in output
     assert "judge weight 0.2, optional: json_valid (inline" in output
     assert "each rollout needs: reference (answer)" in output
 

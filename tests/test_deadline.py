@@ -59,7 +59,7 @@ def in_thread(fn: Callable[[], Any]) -> Any:
 
 
 # This file tests the in-process deadline (`referee.deadline`): its sync rewards run inline.
-# tests/test_workers.py tests the worker processes, the default for a function of yours.
+# tests/workers/ tests the worker processes, the default for a function of yours.
 
 
 @referee.reward(deadline=0.2, run_in="inline")
@@ -424,10 +424,11 @@ def test_timeout_as_the_deadline_still_works_with_a_warning() -> None:
 
 
 def test_own_timeouts_keep_their_meaning_and_derive_the_deadline() -> None:
-    # math_answer's timeout bounds its comparison (it stops its own work); referee's deadline
-    # is a backstop behind it. A judge's comes from its client: attempts, their timeout,
-    # backoff, and a repair call.
-    assert MathAnswer(timeout=2).deadline_seconds == 10 * 2 + 60
+    # math_answer's timeout bounds its comparison (it stops its own work, between bytecodes);
+    # its worker is killed just after it (a spin in C), its pattern's limit added. A judge's
+    # comes from its client: attempts, their timeout, backoff, and a repair call.
+    assert MathAnswer(timeout=2).deadline_seconds == 2 + 1
+    assert MathAnswer(timeout=2, pattern="<a>(.*)</a>").deadline_seconds == 2 * 2 + 1
     client = JudgeClient(model="openai/x", timeout=10, retries=1, max_backoff=3)
     judge = RubricJudge(rubric="helpfulness", client=client)
     assert judge.deadline_seconds == 2 * (2 * (10 + 5) + 1 * 3)

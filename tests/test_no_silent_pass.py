@@ -504,10 +504,13 @@ def test_axolotl_reward_fails_the_rollout_and_names_the_column(
 
     monkeypatch.setattr(axolotl, "_loaded", {})
     fn = axolotl.reward
-    values = fn(prompts=["p", "p"], completions=[COMPLETION] * 2, reference=[None, "4"])
+    # Async: math_answer runs in a worker process (TRL, and so Axolotl, awaits it).
+    values = asyncio.run(
+        fn(prompts=["p", "p"], completions=[COMPLETION] * 2, reference=[None, "4"])
+    )
     assert values == [None, 1.0]
     with pytest.raises(MissingInput, match="REFEREE_REFERENCE=answer"):
-        fn(prompts=["p"], completions=[COMPLETION], answer=["4"])
+        asyncio.run(fn(prompts=["p"], completions=[COMPLETION], answer=["4"]))
 
 
 def test_serve_applies_the_rule_per_request(servers: Callable[[str], Serve]) -> None:

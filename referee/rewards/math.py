@@ -65,7 +65,9 @@ class MathAnswer(CheckReward):
         ```
     """
 
-    default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded
+    # sympy can spin in C (a huge power, a pathological simplification), where no deadline
+    # inside the process reaches it: a worker process, killed at the deadline.
+    default_run_in: ClassVar[RunIn] = "process"
 
     answer: AnswerKind = "latex_or_expr"
     pattern: str | None = None
@@ -90,8 +92,17 @@ class MathAnswer(CheckReward):
             self._pattern = compile_pattern(self.pattern, re.DOTALL, timeout=self.timeout)
 
     def default_deadline(self) -> float | None:
-        """A backstop behind ``timeout``, which this reward enforces itself."""
-        return self.backstop(self.timeout)
+        """Just past ``timeout`` (twice it with a `pattern`, which has its own), which the
+        check enforces itself between bytecodes: past this, a worker spinning in C is
+        killed."""
+        return self.timeout * (2 if self.pattern else 1) + 1.0
+
+    def prepare(self) -> None:
+        """Import math-verify and build its parsers, once per process, outside the deadline
+        (a worker runs it when it loads this reward; the zygote before it forks workers)."""
+        from referee.verifiers.math import _prepare
+
+        _prepare()
 
     def check(self, rollout: Rollout) -> Score:
         ref: Any = reference_of(rollout, self.reference_key)

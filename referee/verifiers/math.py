@@ -5,9 +5,11 @@ main interpreter: inside a trainer's thread pool or an async reward loop it rais
 
 - in the main thread, a ``setitimer`` deadline (restoring whatever timer and handler were
   there before) interrupts parsing and comparison, at almost no cost;
-- in any other thread, the check runs in a small pool of worker processes, where the same
-  deadline works, and a worker stuck past it (in C code that ignores signals) is killed and
-  replaced.
+- in any other thread, the check runs in a worker process of `referee.workers` (the one pool
+  for checks that may spin in C), where the same deadline works, and a worker stuck past it
+  (in C code that ignores signals) is killed and replaced (forked by the pool's zygote, in
+  milliseconds). ``math_answer`` itself runs in those workers (its ``run_in`` is
+  ``process``), so there its checks run in a worker's main thread.
 
 Either way a check that runs out of time raises `VerifierTimeout`, which the reward reports
 as a ``timeout`` Failure, never as a wrong answer.
@@ -15,11 +17,7 @@ as a ``timeout`` Failure, never as a wrong answer.
 
 from __future__ import annotations
 
-import atexit
-import concurrent.futures
 import functools
-import multiprocessing
-import os
 import re
 import signal
 import threading
@@ -72,56 +70,23 @@ def _run_with_deadline(fn: Callable[..., T], seconds: float, args: tuple[Any, ..
         raise VerifierTimeout(f"check did not finish within {seconds:g}s") from None
 
 
-_pool_lock = threading.Lock()
-_pool: concurrent.futures.ProcessPoolExecutor | None = None
-
-
-def _get_pool() -> concurrent.futures.ProcessPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            workers = max(1, min(4, os.cpu_count() or 1))
-            context = multiprocessing.get_context("forkserver")
-            _pool = concurrent.futures.ProcessPoolExecutor(
-                workers, mp_context=context, initializer=_prepare
-            )
-        return _pool
-
-
-def _kill_pool() -> None:
-    global _pool
-    with _pool_lock:
-        pool, _pool = _pool, None
-    if pool is None:
-        return
-    for process in list(getattr(pool, "_processes", {}).values()):
-        process.kill()
-    pool.shutdown(wait=False, cancel_futures=True)
-
-
-atexit.register(_kill_pool)
-
-
 def call_with_deadline(fn: Callable[..., T], seconds: float, *args: Any) -> T:
     """``fn(*args)``, interrupted after `seconds`; works in any thread.
 
-    `fn` and its arguments must be picklable (module-level function, plain data): off the main
-    thread they travel to a worker process.
+    In the main thread (a worker process's, or a plain script's) a ``setitimer`` deadline
+    stops it between bytecodes. In any other thread it runs in a worker of `referee.workers`,
+    killed past its deadline: `fn` must be a module-level function and its value plain data
+    (it travels back as JSON; a tuple comes back a list).
 
     Raises:
         VerifierTimeout: `fn` did not finish in time.
     """
     if _in_main_thread():
         return _run_with_deadline(fn, seconds, args)
-    future = _get_pool().submit(_run_with_deadline, fn, seconds, args)
-    try:
-        return future.result(timeout=seconds + 5.0)
-    except concurrent.futures.TimeoutError:
-        _kill_pool()  # the worker ignored its deadline: replace it
-        raise VerifierTimeout(f"check did not finish within {seconds:g}s") from None
-    except concurrent.futures.process.BrokenProcessPool:
-        _kill_pool()
-        raise
+    from referee.workers import pool
+
+    value: T = pool().call(_run_with_deadline, (fn, seconds, args), seconds)
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +110,9 @@ def _quiet_math_verify() -> None:
 
 def _prepare() -> None:
     """Import math-verify (and build its parsers) before any deadline starts: a first import
-    takes a good part of a second, and must not count against the first check's time."""
+    takes a good part of a second, and must not count against the first check's time. A
+    worker runs it when it loads ``math_answer`` (`MathAnswer.prepare`), and the zygote before
+    it forks workers."""
     _quiet_math_verify()
     _configs("latex_or_expr")
 
@@ -220,7 +187,8 @@ def _verify(
     strict: bool,
     whole: bool = True,
     fallback: bool = True,
-) -> MathVerdict:
+) -> tuple[bool, str, str | None]:
+    """The verdict as plain data (it may travel back from a worker as JSON)."""
     from math_verify import parse, verify
 
     _quiet_math_verify()
@@ -229,11 +197,11 @@ def _verify(
         raise ValueError(f"reference {reference[:80]!r} could not be parsed as a math answer")
     answer = parse(completion, extraction_config=_configs(kind), parsing_timeout=None)
     if not answer:
-        return MathVerdict(False, str(gold[-1]), None)
+        return (False, str(gold[-1]), None)
     correct = verify(
         list(gold), answer, float_rounding=float_rounding, strict=strict, timeout_seconds=None
     )
-    return MathVerdict(bool(correct), str(gold[-1]), str(answer[-1]))
+    return (bool(correct), str(gold[-1]), str(answer[-1]))
 
 
 def verify_math(
@@ -257,7 +225,8 @@ def verify_math(
         ValueError: The reference itself cannot be parsed.
     """
     if _in_main_thread():
-        _prepare()  # workers run it as their initializer
-    return call_with_deadline(
+        _prepare()  # outside the deadline (a worker has run it when it loaded the reward)
+    correct, gold, answer = call_with_deadline(
         _verify, timeout, reference, completion, kind, float_rounding, strict, whole, fallback
     )
+    return MathVerdict(bool(correct), gold, answer)

@@ -103,6 +103,77 @@ def test_compute_score_async_gives_the_same(spec_path: str) -> None:
         assert asyncio.run(rv.compute_score_async("x", r, gt, None, spec=spec_path)) == sync
 
 
+DEMO_MATH = Path(referee.__file__).parent / "data" / "demo" / "math.yaml"
+
+# A user's script, as a new user writes one: no ``if __name__ == "__main__"`` guard. Its
+# top-level code writes a line to `ran` each time it runs. math_answer's old pool was a
+# multiprocessing forkserver, which imports the main script again (and so ran it again, its
+# own compute_score_async calls failing inside): every door but this one gave 1.0.
+_SCRIPT = """
+import asyncio, json, sys, time
+from referee.backends.verl import compute_score, compute_score_async
+
+spec, rows, ran = sys.argv[1], sys.argv[2], sys.argv[3]
+with open(ran, "a") as fh:
+    fh.write("ran\\n")
+rows = [json.loads(line) for line in open(rows)]
+
+async def gathered():
+    return await asyncio.gather(*(compute_score_async(None, r["completion"], r["reference"],
+                                                      spec=spec) for r in rows))
+
+out = {"sync": [compute_score(None, r["completion"], r["reference"], spec=spec) for r in rows]}
+start = time.monotonic()
+out["one_by_one"] = [asyncio.run(compute_score_async(None, r["completion"], r["reference"],
+                                                     spec=spec)) for r in rows]
+out["gathered"] = asyncio.run(gathered())
+out["seconds"] = time.monotonic() - start
+print(json.dumps(out))
+"""
+
+
+def test_compute_score_async_pays_math_from_an_unguarded_script(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    rows = tmp_path / "rows.jsonl"
+    demo = DEMO_MATH.with_suffix(".jsonl").read_text().splitlines()[:8]
+    rows.write_text("\n".join(demo) + "\n")
+    script, ran = tmp_path / "train.py", tmp_path / "ran.txt"
+    script.write_text(_SCRIPT)
+    done = subprocess.run(
+        [sys.executable, str(script), str(DEMO_MATH), str(rows), str(ran)],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert ran.read_text() == "ran\n"  # the script ran once: no worker imported it again
+    assert [r["referee_failed"] for r in out["sync"]] == [0.0] * len(demo)
+    assert {r["score"] for r in out["sync"]} >= {1.0, 0.0}  # varied: right and wrong answers
+    assert out["one_by_one"] == out["sync"]
+    assert out["gathered"] == out["sync"]
+    assert out["seconds"] < 60  # bounded (each call took 10 s and failed before)
+
+
+def test_reward_loop_pays_math_on_ray(tmp_path: Path, local_ray: None) -> None:
+    """The README's verl path (compute_score_async in verl's reward loop, on Ray) on the demo
+    math spec: a Ray worker's main module is Ray's own, which the old forkserver imported."""
+    from verl.experimental.reward_loop import RewardLoopManager
+
+    rows = [json.loads(line) for line in DEMO_MATH.with_suffix(".jsonl").read_text().splitlines()]
+    samples = [(r["completion"], r["reference"]) for r in rows[:6]]
+    config = loop_config(tmp_path, {}, {"spec": str(DEMO_MATH)}, n=1, workers=1)
+    batch = make_batch(tiny.tokenizer(), [(r["prompt"], c, gt) for r, (c, gt) in
+                                          zip(rows, samples, strict=False)],
+                       prompt_len=64, response_len=128)  # fmt: skip
+    out = RewardLoopManager(config).compute_rm_score(batch)
+    want = [s.value for s in expected(str(DEMO_MATH), samples)]
+    scores = out.batch["rm_scores"]
+    got = [scores[i, pos].item() for i, pos in enumerate(last_token_positions(batch))]
+    assert got == pytest.approx(want)
+    assert list(out.non_tensor_batch["referee_failed"]) == [0.0] * len(samples)
+
+
 def test_missing_spec_and_group_specs_are_clear_errors() -> None:
     with pytest.raises(SpecError, match=r"reward_kwargs=\{spec:"):
         rv.compute_score("x", "y", None, None)

@@ -113,3 +113,57 @@ def test_backtracking_pattern_times_out_within_the_reward_timeout() -> None:
     [s] = referee.score(reward, [make("a" * 40 + "!", "3")])
     assert s.failure is not None and s.failure.type == "timeout"
     assert "0.5s limit" in s.failure.message
+
+
+def _backtrack(text: str) -> bool:
+    """Catastrophic backtracking in the stdlib engine: C, holding the interpreter lock, where
+    no in-process deadline reaches."""
+    import re
+
+    return re.match(r"^(a+)+$", text) is not None
+
+
+def test_verify_math_from_a_thread_keeps_its_deadline_in_a_worker() -> None:
+    # Off the main thread, verify_math runs in a worker of referee.workers (the one pool for
+    # checks that may spin in C): the right verdict, and a timeout for what runs long.
+    from referee.errors import VerifierTimeout
+    from referee.verifiers.math import verify_math
+
+    def both() -> tuple[Any, Any]:
+        ok = verify_math("0.5", r"\boxed{\frac{1}{2}}")
+        try:
+            verify_math("2", SLOW, timeout=0.5)
+        except VerifierTimeout as exc:
+            return ok, exc
+        return ok, None
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        ok, timed_out = pool.submit(both).result(timeout=60)
+    assert ok.correct and ok.answer is not None
+    assert isinstance(timed_out, VerifierTimeout)
+
+
+def test_call_with_deadline_kills_a_spin_in_c_off_the_main_thread() -> None:
+    from referee.errors import VerifierTimeout
+    from referee.verifiers.math import call_with_deadline, verify_math
+
+    def spin() -> BaseException | None:
+        try:
+            call_with_deadline(_backtrack, 0.5, "a" * 40 + "!")
+        except VerifierTimeout as exc:
+            return exc
+        return None
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        assert pool.submit(call_with_deadline, _backtrack, 5.0, "aaa").result(timeout=60)
+        assert isinstance(pool.submit(spin).result(timeout=60), VerifierTimeout)
+        unparsable = pool.submit(verify_math, "", r"\boxed{1}")
+        with pytest.raises(ValueError, match="could not be parsed"):
+            unparsable.result(timeout=60)
+
+
+def test_inline_math_still_scores_in_the_callers_thread() -> None:
+    reward = referee.load({"type": "math_answer", "run_in": "inline", "timeout": 0.5})
+    scores = referee.score(reward, [make(r"\boxed{3}", "3"), make(SLOW, "2")])
+    assert scores[0].value == 1.0
+    assert scores[1].failure is not None and scores[1].failure.type == "timeout"

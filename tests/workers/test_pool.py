@@ -154,11 +154,16 @@ def _stat(pid: int) -> list[str] | None:
 
 
 def _children() -> list[int]:
-    found = []
+    """This process's descendants: its workers are the zygote's children."""
+    parents = {}
     for name in os.listdir("/proc"):
         fields = _stat(int(name)) if name.isdigit() else None
-        if fields is not None and int(fields[1]) == os.getpid():
-            found.append(int(name))
+        if fields is not None:
+            parents[int(name)] = int(fields[1])
+    found, frontier = [], {os.getpid()}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier}
+        found += sorted(frontier)
     return found
 
 
@@ -247,7 +252,7 @@ def test_an_answer_over_the_cap_is_an_error_not_a_crash(monkeypatch: pytest.Monk
     def huge(r: Rollout) -> Score:
         return Score(value=1.0, reason="x" * (1 << 20))
 
-    monkeypatch.setattr(workers, "MAX_REPLY_BYTES", 1 << 16)
+    monkeypatch.setattr(workers._common, "MAX_REPLY_BYTES", 1 << 16)
     with no_hang():
         scores = referee.score(huge, [rollout("x")])
     assert outcome(scores) == ["error"]
@@ -270,6 +275,7 @@ def test_where_each_builtin_runs() -> None:
     assert runs.pop("reasoning_gym") == "process"  # code referee did not write
     assert runs.pop("sql_match") == "process"  # SQLite's functions can spin in C
     assert runs.pop("python") == "process"  # yours, named by a spec
+    assert runs.pop("math_answer") == "process"  # sympy can spin in C
     assert set(runs.values()) == {"inline"}  # bounded: referee's own
     assert referee.reward(lambda r: 1.0).runs_in == "process"  # yours
 
