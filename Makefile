@@ -40,6 +40,15 @@ install:
 	# tests/backends/test_nemo_gym.py. It declares Python 3.13 and pins ray, vllm, wandb and
 	# mlflow; the modules the tests import run on 3.11 with the packages installed above.
 	$(PY) -m pip install -q --no-deps --ignore-requires-python "nemo-gym==0.7.0"
+	# The JSON-Schema-Test-Suite as the installed jsonschema's sdist ships it (its json/ folder),
+	# into the venv, for json_schema's agreement test (tests/verifiers/test_schema_suite.py).
+	v=$$($(PY) -c 'import importlib.metadata as m; print(m.version("jsonschema"))') && \
+	rm -rf .venv/share/json-schema-test-suite .venv/share/sdist && \
+	$(PY) -m pip download -q --no-deps --no-binary :all: "jsonschema==$$v" -d .venv/share/sdist && \
+	mkdir -p .venv/share/json-schema-test-suite && \
+	tar -xzf ".venv/share/sdist/jsonschema-$$v.tar.gz" -C .venv/share/json-schema-test-suite \
+		--strip-components=2 "jsonschema-$$v/json" && \
+	rm -rf .venv/share/sdist
 
 check:
 	$(PY) -m ruff check referee tests benchmarks docs/hooks.py

@@ -18,10 +18,13 @@ Two things differ from a plain `jsonschema` validator, both for hostile instance
 Nothing is fetched and no file is opened because a schema says so: a schema may come from data
 (a rollout's tool definitions), and a ``$ref`` that reached a URL or a local file would make
 referee fetch it or read the file into its reasons. A ``$ref`` (``$dynamicRef``,
-``$recursiveRef``) must point into the same document (``#...``) or at a JSON Schema
-meta-schema, which both validators have built in; any other is refused by `compile_schema`
-before anything is resolved (`referee.errors.NotApplicable`), and both validators are given a
-retriever that refuses, so nothing reaches the network or the disk even if one slipped through.
+``$recursiveRef``) must resolve inside the same document, by JSON pointer or anchor (``#...``)
+or to a subschema the document names by ``$id`` (``{"$id": "https://x/root", "$ref": "list",
+"$defs": {"list": {"$id": "list"}}}``, a relative ``$id`` read against the enclosing one), or
+at a JSON Schema meta-schema, which both validators have built in. Any other URI, one that
+would be fetched or read, is refused by `compile_schema` before anything is resolved
+(`referee.errors.NotApplicable`), and both validators are given a retriever that refuses, so
+nothing reaches the network or the disk even if one slipped through.
 The one exception is the user's own schema file (`compile_schema(..., files=folder)`): its
 relative ``$ref``s to other JSON files under its folder are read once, at compile time.
 """
@@ -43,8 +46,8 @@ import jsonschema
 import jsonschema_specifications  # type: ignore[import-untyped]
 from jsonschema.exceptions import ValidationError, best_match
 from jsonschema.protocols import Validator
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT202012
+from referencing import Registry, Resource, Specification
+from referencing.jsonschema import DRAFT202012, specification_with
 
 from referee.errors import NotApplicable
 from referee.verifiers.patterns import compile_pattern
@@ -92,8 +95,8 @@ def compile_schema(
     """Validators for `schema`, built once per distinct schema and shared.
 
     The draft comes from ``$schema``; Draft 2020-12 when the schema does not say. A ``$ref``
-    must point into `schema` itself (``#...``) or at a JSON Schema meta-schema; nothing is
-    fetched or read (see the module docstring).
+    must point into `schema` itself (``#...``, or a subschema it names by ``$id``) or at a
+    JSON Schema meta-schema; nothing is fetched or read (see the module docstring).
 
     Args:
         schema: The schema. One that comes from data is compiled without `files`.
@@ -112,18 +115,11 @@ def compile_schema(
         return compiled
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     cls.check_schema(schema)  # type: ignore[arg-type]  # booleans are valid schemas too
-    loaded = _load_refs(schema, folder)
-    # The meta-schemas, and a retriever that refuses (the plain Registry's): without a
-    # registry of its own, jsonschema fetches any URL a $ref names.
-    registry: Registry[Any] = jsonschema_specifications.REGISTRY
-    if loaded:
-        registry = registry.with_resources(
-            (uri, Resource.from_contents(doc, default_specification=DRAFT202012))
-            for uri, doc in loaded.items()
-        )
+    # Without a registry of its own, jsonschema fetches any URL a $ref names.
+    registry, read_files = _registry(schema, cls, folder)
     python = _hardened(cls)(schema, registry=registry)
     # jsonschema-rs would resolve the relative file names its own way: Python alone then.
-    compiled = CompiledSchema(python, None if loaded else _fast_validator(schema))
+    compiled = CompiledSchema(python, None if read_files else _fast_validator(schema))
     with _lock:
         _compiled.setdefault(key, compiled)
     return compiled
@@ -137,43 +133,66 @@ _DATA_KEYS = frozenset({"const", "enum", "default", "examples"})
 _MAX_REF_FILES = 200
 
 
-def _refs(schema: Any) -> Iterator[str]:
-    """Every reference in `schema` (not those inside const/enum/default/examples)."""
-    stack = [schema]
+def _specification(cls: Any) -> Specification[Any]:
+    """The `referencing` specification of `cls`, a jsonschema validator class (as it uses)."""
+    return specification_with(
+        cls.ID_OF(cls.META_SCHEMA) or "urn:unknown-dialect", default=Specification.OPAQUE
+    )
+
+
+def _references(schema: Any, base: str, spec: Specification[Any]) -> Iterator[tuple[str, str]]:
+    """Every reference in `schema` with the URI it resolves to, against the nearest ``$id``.
+
+    Looks everywhere but inside const/enum/default/examples (a pointer can reach a subschema
+    under an unknown keyword too). A subschema's ``$schema`` switches the dialect for its
+    ``$id`` (``id`` in draft 4), as `referencing` reads it.
+    """
+    stack = [(schema, base, spec)]
     while stack:
-        item = stack.pop()
+        item, base, spec = stack.pop()
         if isinstance(item, Mapping):
+            dialect = item.get("$schema")
+            if isinstance(dialect, str):
+                spec = specification_with(dialect, default=spec)
+            own = spec.id_of(item)
+            if isinstance(own, str):  # (a property named "$id" is a subschema, not an id)
+                base = urljoin(base, own)
             for key, value in item.items():
                 if key in _REF_KEYS and isinstance(value, str):
-                    yield value
+                    yield value, urljoin(base, value)
                 elif key not in _DATA_KEYS:
-                    stack.append(value)
+                    stack.append((value, base, spec))
         elif isinstance(item, list):
-            stack.extend(item)
-
-
-def _builtin(ref: str) -> bool:
-    """Whether `ref` is in the schema itself or a meta-schema both validators ship."""
-    target = urldefrag(ref).url
-    return not target or target in jsonschema_specifications.REGISTRY
+            stack.extend((value, base, spec) for value in item)
 
 
 def _has_id(schema: Any) -> bool:
     return isinstance(schema, Mapping) and ("$id" in schema or "id" in schema)
 
 
-def _load_refs(schema: Any, folder: Path | None) -> dict[str, Any]:
-    """The documents `schema`'s relative file references name, by the URI they resolve to.
+def _registry(schema: Any, cls: Any, folder: Path | None) -> tuple[Registry[Any], bool]:
+    """The meta-schemas, `schema`'s own resources and the files its relative refs name.
+
+    Every resource `schema` embeds (a subschema with an ``$id``, relative ones resolved
+    against the enclosing base URI, and the anchors in each) is registered and crawled, so a
+    ``$ref`` to one resolves from memory. Whether any file was read comes second.
 
     Raises:
         NotApplicable: A reference referee will not resolve, with the way to fix it.
     """
-    loaded: dict[str, Any] = {}
-    pending = [("", schema)]
+    spec = _specification(cls)
+    root = spec.create_resource(schema)
+    root_uri = root.id() or ""  # where jsonschema puts it (Registry.resolver_with_root)
+    # The plain Registry's retriever refuses every URI: one not in it is never fetched.
+    registry = jsonschema_specifications.REGISTRY.with_resource(root_uri, root).crawl()
+    files = 0
+    pending = [(root_uri, schema, spec)]
     while pending:
-        base, document = pending.pop()
-        for ref in _refs(document):
-            if _builtin(ref):
+        base, document, dialect = pending.pop()
+        for ref, uri in _references(document, base, dialect):
+            target = urldefrag(uri).url
+            # "#..." stays in the resource it is written in, however that resource is named.
+            if ref.startswith("#") or target in registry:
                 continue
             if folder is None or _has_id(document):
                 raise NotApplicable(
@@ -181,16 +200,16 @@ def _load_refs(schema: Any, folder: Path | None) -> dict[str, Any]:
                     "(remote URLs and files are never fetched or read); put the referenced "
                     "schema under $defs and refer to it as '#/$defs/...'"
                 )
-            uri = urljoin(base, urldefrag(ref).url)
-            if uri in loaded:
-                continue
-            loaded[uri] = _read_ref_file(ref, uri, folder)
-            if len(loaded) > _MAX_REF_FILES:
+            files += 1
+            if files > _MAX_REF_FILES:
                 raise NotApplicable(
                     f"the schema's $refs name more than {_MAX_REF_FILES} files; bundle them"
                 )
-            pending.append((uri, loaded[uri]))
-    return loaded
+            contents = _read_ref_file(ref, target, folder)
+            resource = Resource.from_contents(contents, default_specification=DRAFT202012)
+            registry = registry.with_resource(target, resource).crawl()
+            pending.append((target, contents, DRAFT202012))
+    return registry, files > 0
 
 
 def _read_ref_file(ref: str, uri: str, folder: Path) -> Any:
