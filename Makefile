@@ -40,6 +40,14 @@ install:
 	# tests/backends/test_nemo_gym.py. It declares Python 3.13 and pins ray, vllm, wandb and
 	# mlflow; the modules the tests import run on 3.11 with the packages installed above.
 	$(PY) -m pip install -q --no-deps --ignore-requires-python "nemo-gym==0.7.0"
+	# PrimeIntellect's verifiers (its v1 Task and Env), for tests/backends/test_prime_verifiers.py.
+	# --no-deps: it pins openai<3 (referee has 3.x) and brings prime-rl's clients and tunnels;
+	# `import verifiers.v1` and loading a taskset need only these besides what is installed above.
+	$(PY) -m pip install -q --no-deps "verifiers==0.4.0" "prime-pydantic-config==0.4.3" \
+		"tomli==2.5.0" "tomli-w==1.2.0" "renderers==0.1.12" "openai-harmony==0.0.8" \
+		"prime-sandboxes==0.5.1" "aiofiles==25.1.0" "connectrpc==0.11.1" "protobuf-py==0.1.1" \
+		"protobuf-py-ext==0.1.1" "pyqwest==0.12.0" "mcp==2.0.0" "mcp-types==2.0.0" \
+		"PyJWT==2.15.1" "python-multipart==0.0.34" "sse-starlette==3.7.0"
 	# The JSON-Schema-Test-Suite as the installed jsonschema's sdist ships it (its json/ folder),
 	# into the venv, for json_schema's agreement test (tests/verifiers/test_schema_suite.py).
 	v=$$($(PY) -c 'import importlib.metadata as m; print(m.version("jsonschema"))') && \
