@@ -7,12 +7,21 @@ them under a limit of 256 MB. A memory cgroup charges every page to the cgroup o
 that made it, whatever holds it. So each worker (its zygote, its jobs, the tmpfs pages they
 write) runs in a cgroup of its own, made by the host before the worker starts:
 
-- ``memory``: the job's memory limit, plus the worker's disk size (its tmpfs pages are memory)
-  and `SLACK` for the zygote; no swap (v2 ``memory.swap.max`` 0; v1 ``memsw`` where the
-  kernel accounts swap). A worker over it is stopped by the kernel's OOM killer (v2: the
-  whole worker, ``memory.oom.group``): the job ends killed, a program at fault.
+- ``memory``: the job's memory limit, plus `SLACK` for the zygote; no swap (v2
+  ``memory.swap.max`` 0; v1 ``memsw`` where the kernel accounts swap). Every page the job
+  holds counts there: its processes', its memfds and shared memory, and its files, which live
+  in the worker's tmpfs places (memory too: what a job writes there counts against its
+  memory limit, as in a container). Not its disk size as well: the kernel charges a memfd's
+  pages and a tmpfs file's alike, so room left for files would be room for memfds, and a
+  job of 128 MB could hold 128 MB plus its disk size. A worker over it is stopped by the
+  kernel's OOM killer (v2: the whole worker, ``memory.oom.group``): the job ends killed, a
+  program at fault.
 - ``pids``: the job's process limit plus `PIDS_SLACK` for the worker's own processes; a fork
   bomb stops there, whatever uid it runs as (``RLIMIT_NPROC`` counts per user, host-wide).
+
+Both are the *job's*: a worker serves jobs of any limits, so its cgroup is sized again before
+each job whose limits differ from the last one's (`WorkerCgroup.fit`), not left at the size
+of the job it was started for.
 
 Both cgroup versions are used: v2 where the unified hierarchy offers the memory and pids
 controllers to our cgroup's children, else v1's memory and pids hierarchies. The worker's
@@ -34,7 +43,7 @@ import os
 import signal
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = ["PIDS_SLACK", "SLACK", "WorkerCgroup", "create", "problem"]
@@ -61,17 +70,45 @@ class _Tree:
     pids: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class WorkerCgroup:
-    """One worker's cgroup.
+    """One worker's cgroup, sized for one job at a time.
 
     Attributes:
-        dirs: Its directories (v1: one per hierarchy).
+        version: The cgroup version of its hierarchies.
+        dirs: Its directories (v1: one per hierarchy; the memory one first).
         procs: The ``cgroup.procs`` files a process writes its pid into to join it.
+        memory: Its memory limit now (bytes).
+        pids: Its task limit now.
     """
 
+    version: Literal[1, 2]
     dirs: tuple[str, ...]
     procs: tuple[str, ...]
+    memory: int
+    pids: int
+    _pids_dir: str | None = field(default=None, repr=False)
+
+    def fit(self, memory_bytes: int, processes: int) -> None:
+        """Size the cgroup for a job with these limits (nothing to write when it already is).
+
+        Raises:
+            OSError: The kernel refused (a lower limit than what the worker holds now, which
+                it could not reclaim): the worker is then replaced.
+        """
+        memory, pids = sized(memory_bytes, processes)
+        if memory != self.memory:
+            _limit_memory(self.version, self.dirs[0], memory, lower=memory < self.memory)
+            self.memory = memory
+        if pids != self.pids:
+            if self._pids_dir is not None:
+                _write(os.path.join(self._pids_dir, "pids.max"), str(pids))
+            self.pids = pids
+
+
+def sized(memory_bytes: int, processes: int) -> tuple[int, int]:
+    """The memory and task limits of a worker's cgroup for a job with these limits."""
+    return memory_bytes + SLACK, processes + PIDS_SLACK
 
 
 def _mounts() -> dict[str, tuple[str, str]]:
@@ -148,6 +185,19 @@ def _write(path: str, value: str) -> None:
         fh.write(value)
 
 
+def _limit_memory(version: Literal[1, 2], where: str, memory_bytes: int, lower: bool) -> None:
+    if version == 2:
+        _write(os.path.join(where, "memory.max"), str(memory_bytes))
+        return
+    # v1 keeps memory no higher than memory + swap: lower the first first, raise it last.
+    knobs = ["memory.limit_in_bytes"]
+    if os.path.exists(os.path.join(where, "memory.memsw.limit_in_bytes")):
+        # Swap accounted: memory + swap no more than memory alone.
+        knobs.insert(len(knobs) if lower else 0, "memory.memsw.limit_in_bytes")
+    for knob in knobs:
+        _write(os.path.join(where, knob), str(memory_bytes))
+
+
 def _make(tree: _Tree, name: str, memory_bytes: int, pids: int) -> WorkerCgroup:
     made: list[str] = []
     try:
@@ -160,22 +210,21 @@ def _make(tree: _Tree, name: str, memory_bytes: int, pids: int) -> WorkerCgroup:
             for knob, value in (("memory.swap.max", "0"), ("memory.oom.group", "1")):
                 if os.path.exists(os.path.join(where, knob)):
                     _write(os.path.join(where, knob), value)
-            return WorkerCgroup((where,), (os.path.join(where, "cgroup.procs"),))
+            joins = (os.path.join(where, "cgroup.procs"),)
+            return WorkerCgroup(2, (where,), joins, memory_bytes, pids, where)
         memory = os.path.join(tree.memory, name)
         os.mkdir(memory)
         made.append(memory)
-        _write(os.path.join(memory, "memory.limit_in_bytes"), str(memory_bytes))
-        swap = os.path.join(memory, "memory.memsw.limit_in_bytes")
-        if os.path.exists(swap):  # swap accounted: memory + swap no more than memory alone
-            _write(swap, str(memory_bytes))
-        dirs = [memory]
+        _limit_memory(1, memory, memory_bytes, lower=True)  # (from no limit)
+        dirs, task = [memory], None
         if tree.pids is not None:
             task = os.path.join(tree.pids, name)
             os.mkdir(task)
             made.append(task)
             _write(os.path.join(task, "pids.max"), str(pids))
             dirs.append(task)
-        return WorkerCgroup(tuple(dirs), tuple(os.path.join(d, "cgroup.procs") for d in dirs))
+        procs = tuple(os.path.join(d, "cgroup.procs") for d in dirs)
+        return WorkerCgroup(1, tuple(dirs), procs, memory_bytes, pids, task)
     except OSError:
         for where in reversed(made):
             with contextlib.suppress(OSError):
@@ -201,13 +250,13 @@ def problem() -> str | None:
     return _checked[0]
 
 
-def create(memory_bytes: int, processes: int, disk_bytes: int) -> WorkerCgroup:
-    """Make the cgroup of one worker whose jobs have these limits.
+def create(memory_bytes: int, processes: int) -> WorkerCgroup:
+    """Make the cgroup of one worker, sized for its first job (`WorkerCgroup.fit` then sizes
+    it for each job after).
 
     Args:
-        memory_bytes: The job's memory limit.
+        memory_bytes: The job's memory limit (its files in the worker's tmpfs places count).
         processes: The job's process limit.
-        disk_bytes: The size of each of the worker's tmpfs places (their pages are memory).
 
     Raises:
         OSError: It cannot be made (see `problem`).
@@ -226,7 +275,7 @@ def create(memory_bytes: int, processes: int, disk_bytes: int) -> WorkerCgroup:
         for where in dirs:
             _made[where] = time.monotonic()
     try:
-        return _make(tree, name, memory_bytes + disk_bytes + SLACK, processes + PIDS_SLACK)
+        return _make(tree, name, *sized(memory_bytes, processes))
     except OSError:
         with _lock:
             for where in dirs:

@@ -12,10 +12,11 @@ writable places, each a size-limited tmpfs: ``/work``, ``/tmp``, ``/var/tmp`` an
 Two hard limits come on top, on both paths (`Hardening`): a seccomp filter (`_seccomp`: no new
 user namespaces, no io_uring, no keyrings, bpf, mounts and the like), loaded by bubblewrap
 (``--seccomp FD``) or by `_jail`; and, where this machine lets us make one, a cgroup per worker
-(`_cgroup`: memory and processes, counting every page, memfd and tmpfs included). A small
-``sh`` launcher on the host joins the worker's cgroup and opens the filter before it execs
-bubblewrap or ``unshare``; where no cgroup can be made, the filter also refuses
-``memfd_create`` and ``shmget`` (memory no rlimit counts).
+(`_cgroup`: memory and processes, counting every page, memfd and tmpfs included; made by
+`worker_cgroup` and sized for each job by the pool). A small ``sh`` launcher on the host
+joins the worker's cgroup and opens the filter before it execs bubblewrap or ``unshare``;
+for a worker without a cgroup, the filter also refuses ``memfd_create`` and ``shmget``
+(memory no rlimit counts).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ __all__ = [
     "etc_entries",
     "unshare_argv",
     "unshare_problem",
+    "worker_cgroup",
 ]
 
 HERE = Path(__file__).resolve().parent
@@ -117,12 +119,13 @@ def _cgroups_here() -> bool:
     return HARDENING.cgroup and _cgroup.problem() is None
 
 
-def _program() -> bytes | None:
-    """The seccomp filter workers get now (None: switched off, or none for this machine)."""
+def _program(counted: bool) -> bytes | None:
+    """The seccomp filter a worker gets now, `counted` when its memory cgroup counts every
+    page (None: switched off, or none for this machine)."""
     if not HARDENING.seccomp or _seccomp.filter_problem() is not None:
         return None
     # Without a memory cgroup nothing would count the pages of a memfd or a System V segment.
-    return _seccomp.build(os.uname().machine, without_cgroup=not _cgroups_here())
+    return _seccomp.build(os.uname().machine, without_cgroup=not counted)
 
 
 def _filter_file(program: bytes) -> str:
@@ -143,15 +146,18 @@ def _filter_file(program: bytes) -> str:
         return path
 
 
-def _worker_cgroup(limits: Limits) -> list[str]:
-    """The cgroup.procs files of a new worker's cgroup (none where cgroups are off here)."""
+def worker_cgroup(limits: Limits) -> _cgroup.WorkerCgroup | None:
+    """A new worker's cgroup, sized for a job with `limits` (None where cgroups are off here).
+
+    Raises:
+        SandboxError: This machine has them, but this one cannot be made.
+    """
     if not _cgroups_here():
-        return []
+        return None
     try:
-        cgroup = _cgroup.create(limits.memory_bytes, limits.processes, limits.disk_bytes)
+        return _cgroup.create(limits.memory_bytes, limits.processes)
     except OSError as exc:
         raise SandboxError(f"cannot make the sandbox worker's cgroup: {exc}") from None
-    return list(cgroup.procs)
 
 
 def _launch(filter_path: str, procs: list[str], argv: list[str]) -> list[str]:
@@ -216,14 +222,14 @@ def _bwrap_options(python: str, root: bool, disk: int) -> list[str]:
 
 
 def bwrap_argv(
-    python: str, uid: int, root: bool, disk: int, limits: Limits | None = None
+    python: str, uid: int, root: bool, disk: int, cgroup: _cgroup.WorkerCgroup | None = None
 ) -> list[str]:
     """The command that starts a worker in bubblewrap (its jobs run as `uid`; -1: as it),
-    in a cgroup sized for `limits` (default: `Limits()`'s, with `disk` as its disk size)."""
-    limits = limits or Limits(disk_bytes=disk)
-    program = _program()
+    in `cgroup` (`worker_cgroup`; None: none, and memfds and shared memory are refused)."""
+    program = _program(counted=cgroup is not None)
     argv = ["bwrap", *_bwrap_options(python, root, disk), "--", *_zygote(python, uid)]
-    return _launch(_filter_file(program) if program else "", _worker_cgroup(limits), argv)
+    procs = list(cgroup.procs) if cgroup is not None else []
+    return _launch(_filter_file(program) if program else "", procs, argv)
 
 
 def bwrap_problem(python: str = "/usr/bin/python3", bwrap: str = "bwrap") -> str | None:
@@ -233,7 +239,7 @@ def bwrap_problem(python: str = "/usr/bin/python3", bwrap: str = "bwrap") -> str
     if path is None:
         return "bubblewrap (bwrap) is not installed"
     root = os.geteuid() == 0
-    program = _program()
+    program = _program(counted=_cgroups_here())  # the filter workers get
     argv = [path, *_bwrap_options(python, root, 1 << 20), "--", python, "-S", "-c", ""]
     return _probe(_launch(_filter_file(program) if program else "", [], argv))
 
@@ -255,23 +261,28 @@ def _user_options(root: bool) -> list[list[str]]:
     return [["--user", *mine], ["--user", "--map-root-user"]]
 
 
-def _jail(python: str, root: bool, disk: int, command: list[str]) -> list[str]:
+def _jail(python: str, root: bool, disk: int, command: list[str], counted: bool) -> list[str]:
     config = {"root": root, "disk": disk, "here": str(HERE), "prefix": _prefix(python)}
     config |= {"etc": etc_entries(), "env": ZYGOTE_ENV, "command": command}
-    program = _program()
+    program = _program(counted)
     config["seccomp"] = program.hex() if program else None  # _jail loads it last
     return [python, "-I", "-S", str(HERE / "_jail.py"), json.dumps(config)]
 
 
 def unshare_argv(
-    python: str, uid: int, root: bool, disk: int, unshare: str, limits: Limits | None = None
+    python: str,
+    uid: int,
+    root: bool,
+    disk: int,
+    unshare: str,
+    cgroup: _cgroup.WorkerCgroup | None = None,
 ) -> list[str]:
-    """The command that starts a worker through util-linux `unshare` and `_jail`, in a
-    cgroup sized for `limits` (default: `Limits()`'s, with `disk` as its disk size)."""
-    limits = limits or Limits(disk_bytes=disk)
+    """The command that starts a worker through util-linux `unshare` and `_jail`, in
+    `cgroup` (as `bwrap_argv`)."""
     user = _working_user_options(python, unshare)
-    command = _jail(python, root, disk, _zygote(python, uid))
-    return _launch("", _worker_cgroup(limits), [unshare, *_unshare_options(user), "--", *command])
+    command = _jail(python, root, disk, _zygote(python, uid), counted=cgroup is not None)
+    procs = list(cgroup.procs) if cgroup is not None else []
+    return _launch("", procs, [unshare, *_unshare_options(user), "--", *command])
 
 
 def unshare_problem(python: str = "/usr/bin/python3", unshare: str = "unshare") -> str | None:
@@ -288,7 +299,7 @@ def unshare_problem(python: str = "/usr/bin/python3", unshare: str = "unshare") 
 
 
 def _unshare_probe(python: str, unshare: str, user: list[str]) -> list[str]:
-    probe = _jail(python, os.geteuid() == 0, 1 << 20, [python, "-S", "-c", ""])
+    probe = _jail(python, os.geteuid() == 0, 1 << 20, [python, "-S", "-c", ""], _cgroups_here())
     return [unshare, *_unshare_options(user), "--", *probe]
 
 

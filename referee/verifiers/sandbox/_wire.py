@@ -5,6 +5,11 @@ sandbox runs. Values cross the boundary as *plain data* only: None, bool, int, f
 bytes, complex, list, tuple, dict, set, frozenset, of those exact types. A subclass (an int
 whose ``__eq__`` always returns True) or any other object is refused, so what the host
 compares is always a fresh builtin value it decoded itself.
+
+A frame's JSON is parsed only once it is known to nest no deeper than `FRAME_DEPTH`, a bound
+found without recursion (`_too_deep`): the parser recurses once a level, and a frame that the
+other side wrote 100,000 deep would otherwise end in a RecursionError (a failure of whoever
+reads it) instead of a `WireError` (a broken frame, which its reader blames on its writer).
 """
 
 from __future__ import annotations
@@ -13,12 +18,18 @@ import base64
 import json
 import math
 import os
+import re
 import struct
+from array import array
 from collections.abc import Callable
+from itertools import accumulate
 from typing import Any, NoReturn
 
 MAX_FRAME = 64 << 20  # the ceiling of any frame; a channel's own limit is usually far lower
 MAX_DEPTH = 200
+FRAME_DEPTH = 3 * MAX_DEPTH + 10
+"""The deepest a frame's JSON may nest: a value `MAX_DEPTH` deep, each level a dict (three
+levels of JSON: ``{"$d": [[k, v]]}``), in a frame's own few."""
 _HEADER = struct.Struct(">I")
 _ERROR_CHARS = 1000  # a served program's error message, as the host keeps it
 
@@ -66,10 +77,46 @@ def read_frame(fd: int, limit: int = MAX_FRAME) -> Any:
     (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size))
     if size > limit:
         raise FrameTooLarge(size, limit)
+    return loads(_read_exact(fd, size))
+
+
+def loads(data: bytes) -> Any:
+    """A frame's body as JSON; WireError when it is not UTF-8 JSON, or nests too deep."""
+    if _too_deep(data):
+        raise WireError(f"malformed frame: nested more than {FRAME_DEPTH} deep")
     try:
-        return json.loads(_read_exact(fd, size).decode("utf-8"))
-    except ValueError as exc:
+        return json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:  # (RecursionError: only from a deep stack)
         raise WireError(f"malformed frame: {exc}") from None
+
+
+_STRING = re.compile(rb'"[^"]*"?')  # once escapes are gone; to the end when unterminated
+_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
+_SQUARE = bytes.maketrans(b"{}", b"[]")
+_STEP = bytes.maketrans(b"[]", b"\x01\xff")  # +1, -1 as signed bytes
+
+
+def _too_deep(data: bytes) -> bool:
+    """Whether JSON text `data` nests deeper than `FRAME_DEPTH`, found without parsing it.
+
+    Its depth is the most brackets outside its strings are ever open at once: exact for
+    JSON, and for other text at least as deep as a parser goes before it fails. Linear time
+    whatever the text (no regular expression here can backtrack), and for most frames two
+    counts: a frame that opens no more than the limit cannot nest deeper.
+    """
+    if data.count(b"[") + data.count(b"{") <= FRAME_DEPTH:
+        return False
+    # Escapes (an escaped backslash, then an escaped quote), then strings, then all but the
+    # brackets, of either kind, go: left is the frame's nesting alone.
+    text = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    nest = _STRING.sub(b"", text).translate(_SQUARE, _NOT_BRACKETS)
+    # One pass over the innermost pairs leaves little of a wide value (a list of pairs), and
+    # takes at most one level off the depth.
+    inner = nest.replace(b"[]", b"")
+    depth = 1 if len(inner) < len(nest) else 0
+    if inner.count(b"[") + depth <= FRAME_DEPTH:
+        return False
+    return depth + max(accumulate(array("b", inner.translate(_STEP)))) > FRAME_DEPTH
 
 
 def encode(value: Any, depth: int = 0) -> Any:
@@ -100,16 +147,16 @@ def encode(value: Any, depth: int = 0) -> Any:
 
 _TAGS: dict[str, Callable[[Any, int], Any]] = {
     "$f": lambda v, d: float(v) if v in ("nan", "inf", "-inf") else _bad(v),
-    "$t": lambda v, d: tuple(decode(x, d + 1) for x in _list(v)),
+    "$t": lambda v, d: tuple(_decode(x, d + 1) for x in _list(v)),
     "$d": lambda v, d: {
-        decode(k, d + 1): decode(x, d + 1) for k, x in (_pair(p) for p in _list(v))
+        _decode(k, d + 1): _decode(x, d + 1) for k, x in (_pair(p) for p in _list(v))
     },
-    "$s": lambda v, d: {decode(x, d + 1) for x in _list(v)},
-    "$fs": lambda v, d: frozenset(decode(x, d + 1) for x in _list(v)),
+    "$s": lambda v, d: {_decode(x, d + 1) for x in _list(v)},
+    "$fs": lambda v, d: frozenset(_decode(x, d + 1) for x in _list(v)),
     "$b": lambda v, d: (
         base64.b64decode(v.encode("ascii"), validate=True) if type(v) is str else _bad(v)
     ),
-    "$c": lambda v, d: complex(*(decode(x, d + 1) for x in _list(v))),
+    "$c": lambda v, d: complex(*(_decode(x, d + 1) for x in _list(v))),
 }
 
 
@@ -125,15 +172,27 @@ def _pair(value: Any) -> list[Any]:
     return value if type(value) is list and len(value) == 2 else _bad(value)
 
 
-def decode(value: Any, depth: int = 0) -> Any:
-    """Inverse of `encode`, building only builtin values."""
+def decode(value: Any) -> Any:
+    """Inverse of `encode`, building only builtin values; WireError for anything else.
+
+    It recurses, as deep as the value (`MAX_DEPTH` at most, a few frames a level); a reader
+    on a deep stack of its own that runs out there gets a WireError too, never a
+    RecursionError of its own.
+    """
+    try:
+        return _decode(value, 0)
+    except RecursionError:
+        raise WireError(f"value nested too deep to decode here (at most {MAX_DEPTH})") from None
+
+
+def _decode(value: Any, depth: int) -> Any:
     if depth > MAX_DEPTH:
         raise WireError(f"value nested more than {MAX_DEPTH} deep")
     kind = type(value)
     if value is None or kind in (bool, int, float, str):
         return value
     if kind is list:
-        return [decode(v, depth + 1) for v in value]
+        return [_decode(v, depth + 1) for v in value]
     if kind is dict and len(value) == 1:
         ((tag, inner),) = value.items()
         handler = _TAGS.get(tag)
@@ -224,7 +283,4 @@ class Channel:
             return None
         data = bytes(self.buf[_HEADER.size : end])
         del self.buf[:end]
-        try:
-            return json.loads(data.decode("utf-8"))
-        except ValueError as exc:
-            raise WireError(f"malformed frame: {exc}") from None
+        return loads(data)

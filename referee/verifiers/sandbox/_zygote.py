@@ -251,6 +251,7 @@ class Job:
         resource.setrlimit(resource.RLIMIT_NOFILE, (JOB_FILES, JOB_FILES))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))  # no POSIX queue outlives the job
+        _first_to_kill()
         os.chdir(self.dir)
         if self.uid >= 0:
             os.setgroups([])
@@ -455,6 +456,25 @@ class Job:
             self.dirty = clean_up_after(self.uid, alive)
         except Exception as exc:
             self.dirty = f"the clean-up failed: {type(exc).__name__}: {exc}"
+
+
+def _first_to_kill() -> None:
+    """Make the job, not the zygote, the one the kernel's OOM killer stops when the worker's
+    memory cgroup is full. It weighs a process by the pages it maps, so a job that holds its
+    memory in memfds or files (mapped by no one) would weigh no more than the zygote, which
+    then went first: the job's result lost with its worker. (Raising one's own score needs no
+    privilege; a job that lowers it again risks only its worker, and a worker that dies in a
+    job is that job's failure.)"""
+    try:
+        fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+    except OSError:
+        return
+    try:
+        os.write(fd, b"1000")
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def clean_up_after(uid: int, alive: "str | None") -> "str | None":

@@ -32,10 +32,13 @@ class Limits:
     Attributes:
         cpu_seconds: CPU time of each process (RLIMIT_CPU).
         wall_seconds: Wall-clock time of the whole job; then it is killed, children included.
-        memory_bytes: Address space of each process (RLIMIT_AS); with `disk_bytes` and 64 MiB,
-            also the memory of the whole worker, every page counted, where it has a cgroup.
+        memory_bytes: Address space of each process (RLIMIT_AS); with 64 MiB for the worker,
+            also the memory of the whole job where it has a cgroup (or a container), every
+            page counted: its processes', its memfds and shared memory, and its files.
         file_size_bytes: Largest file a process may write (RLIMIT_FSIZE).
-        disk_bytes: Size of the job's writable work dir and /tmp.
+        disk_bytes: Size of each of the job's writable places (its work dir, /tmp, /var/tmp,
+            /dev/shm). They are memory (tmpfs): what the job writes there counts against
+            `memory_bytes` too.
         processes: Processes the job's user may have at once (RLIMIT_NPROC); plus 8, the
             tasks of the whole worker, where it has a cgroup.
         output_bytes: stdout and stderr kept, each; more output kills the job.

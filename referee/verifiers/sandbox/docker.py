@@ -11,7 +11,9 @@ as PID 1, reached through a unix socket in a folder bind-mounted read-only into 
   top of the engine's own profile (filters stack: a call either refuses is refused), loaded
   by a launcher before the zygote starts;
 - memory, swap and pids limits on the container: its cgroup counts every page its jobs make
-  (tmpfs files, memfds, shared memory), plus the zygote's per-job rlimits;
+  (tmpfs files, memfds, shared memory), plus the zygote's per-job rlimits; its memory limit
+  is each job's own (plus the zygote's slack, `_cgroup.SLACK`), set again when a job's
+  differs from the last one's, up to the pool's `memory_bytes`;
 - output read by the zygote through a capped pipe;
 - gVisor (``runtime: runsc``) where it is installed.
 
@@ -39,7 +41,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from referee.errors import MissingDependency
-from referee.verifiers.sandbox import _seccomp, _wire
+from referee.verifiers.sandbox import _cgroup, _seccomp, _wire
 from referee.verifiers.sandbox._isolation import HARDENING, KEPT_CAPS, ZYGOTE_ENV, etc_entries
 from referee.verifiers.sandbox.base import BackendOptions, Limits, SandboxError
 from referee.verifiers.sandbox.pool import Worker, WorkerPool
@@ -99,6 +101,8 @@ class _ContainerWorker(Worker):
 
     def __init__(self, sandbox: DockerSandbox, slot: int, limits: Limits, uid: int) -> None:
         self.slot = slot
+        self.sandbox = sandbox
+        self.memory = sandbox.memory_for(limits)  # the container's limit now
         self.container: Any = None
         self.dir = tempfile.mkdtemp(prefix="referee-docker-")
         os.chmod(self.dir, 0o755)
@@ -126,6 +130,17 @@ class _ContainerWorker(Worker):
         self.in_fd = self.sock.fileno()
         self.out = _wire.Channel(self.in_fd)
         self.ping()
+
+    def fit(self, limits: Limits) -> None:
+        """Set the container's memory (and swap) limit to its next job's."""
+        memory = self.sandbox.memory_for(limits)
+        if memory == self.memory or self.container is None:
+            return
+        try:
+            self.container.update(mem_limit=memory, memswap_limit=memory)
+        except Exception as exc:
+            raise SandboxError(f"cannot set the container's memory limit: {exc}") from None
+        self.memory = memory
 
     def pid(self) -> int | None:
         """The zygote's pid on the host (the container's init), as the engine reports it."""
@@ -165,7 +180,9 @@ class DockerSandbox(WorkerPool):
         runtime: A container runtime, e.g. ``"runsc"`` for gVisor (must be installed).
         recycle_after: Replace a container after this many jobs.
         python: The interpreter inside (from the host's /usr, bind-mounted read-only).
-        memory_bytes: Memory (and swap) limit of a container.
+        memory_bytes: The most memory (and swap) a container may have. Each job gets its own
+            limit (`Limits.memory_bytes`, every page counted, its files included) plus 64 MiB
+            for the zygote, up to this.
         pids: Process limit of a container.
         base_url: The engine's address; default: from the environment.
     """
@@ -218,6 +235,10 @@ class DockerSandbox(WorkerPool):
                 raise SandboxError(f"cannot build the sandbox image: {exc}") from None
         return name
 
+    def memory_for(self, limits: Limits) -> int:
+        """A container's memory (and swap) limit while it runs a job with `limits`."""
+        return min(self.memory_bytes, _cgroup.sized(limits.memory_bytes, limits.processes)[0])
+
     def start_container(self, uid: int, limits: Limits, socket_dir: str) -> Any:
         """Start one locked-down container running the zygote, its jobs as `uid`."""
         volumes = {
@@ -252,8 +273,8 @@ class DockerSandbox(WorkerPool):
                 shm_size=disk,
                 volumes=volumes,
                 working_dir="/work",
-                mem_limit=self.memory_bytes,
-                memswap_limit=self.memory_bytes,
+                mem_limit=self.memory_for(limits),
+                memswap_limit=self.memory_for(limits),
                 pids_limit=self.pids,
                 cap_drop=["ALL"],
                 cap_add=list(KEPT_CAPS),

@@ -27,12 +27,14 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from referee.verifiers.sandbox._cgroup import WorkerCgroup
 from referee.verifiers.sandbox._isolation import (
     NO_ISOLATION,
     ZYGOTE_ENV,
     bwrap_argv,
     unshare_argv,
     unshare_problem,
+    worker_cgroup,
 )
 from referee.verifiers.sandbox._isolation import bwrap_problem as _bwrap_problem
 from referee.verifiers.sandbox.base import BackendOptions, Limits, SandboxError
@@ -131,12 +133,12 @@ class LocalSandbox(WorkerPool):
 
     # -- workers ----------------------------------------------------------------------------
 
-    def _argv(self, slot: int, limits: Limits, uid: int) -> list[str]:
+    def _argv(self, slot: int, limits: Limits, uid: int, cgroup: WorkerCgroup | None) -> list[str]:
         if self.mode == "bwrap":
-            return bwrap_argv(self.python, uid, self.root, limits.disk_bytes, limits=limits)
+            return bwrap_argv(self.python, uid, self.root, limits.disk_bytes, cgroup)
         if self.mode == "unshare":
             return unshare_argv(
-                self.python, uid, self.root, limits.disk_bytes, self._unshare, limits=limits
+                self.python, uid, self.root, limits.disk_bytes, self._unshare, cgroup
             )
         if self._tmp is None:
             self._tmp = tempfile.mkdtemp(prefix="referee-sandbox-")
@@ -149,10 +151,14 @@ class LocalSandbox(WorkerPool):
         # As root each worker's jobs get a uid of their own, claimed host-wide; otherwise the
         # jobs run as our own uid inside the worker's user namespace (-1: no switch).
         claim = claim_uid(_UID_BASE) if self.root else None
-        return self._with_uid(
-            claim,
-            lambda uid: ProcessWorker(self._argv(slot, limits, uid), slot, env=ZYGOTE_ENV),
-        )
+        return self._with_uid(claim, lambda uid: self._start(slot, limits, uid))
+
+    def _start(self, slot: int, limits: Limits, uid: int) -> Worker:
+        # Namespaced workers get a cgroup, sized for each job by the pool (`Worker.fit`).
+        cgroup = worker_cgroup(limits) if self.mode != "none" else None
+        worker = ProcessWorker(self._argv(slot, limits, uid, cgroup), slot, env=ZYGOTE_ENV)
+        worker.cgroup = cgroup
+        return worker
 
     def close(self) -> None:
         """Stop every idle worker (busy ones stop when their job ends)."""

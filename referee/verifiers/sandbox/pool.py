@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from referee.verifiers.sandbox import _wire
+from referee.verifiers.sandbox._cgroup import WorkerCgroup
 from referee.verifiers.sandbox.base import Job, Limits, ProgramError, RunResult, SandboxError
 from referee.verifiers.sandbox.uids import UidClaim
 
@@ -60,6 +61,17 @@ class Worker(ABC):
     jobs: int = 0
     claim: UidClaim | None = None  # the uid its jobs run as, released when it retires
     sock: socket.socket | None = None  # the channel, when it can carry file descriptors
+    cgroup: WorkerCgroup | None = None  # its memory and task limits, where it has one
+
+    def fit(self, limits: Limits) -> None:
+        """Hold the whole worker to the limits of its next job (its cgroup's, where it has
+        one), before that job starts: the limits of an earlier job never carry over.
+
+        Raises:
+            OSError, SandboxError: They cannot be set (the pool then replaces the worker).
+        """
+        if self.cgroup is not None:
+            self.cgroup.fit(limits.memory_bytes, limits.processes)
 
     def retire(self) -> None:
         """Close the worker and give back its uid."""
@@ -344,16 +356,30 @@ class WorkerPool(ABC):
         return worker
 
     def _checkout(self, limits: Limits) -> Worker:
-        """An idle worker, or a new one in a free slot; waits while there is neither.
+        """An idle worker, or a new one in a free slot, held to `limits`; waits while there
+        is neither.
 
         Raises SandboxError when a worker cannot be started (its slot is free again).
         """
         with self._free:
             while not self._idle and not self._slots:
                 self._free.wait()
-            if self._idle:
-                return self._idle.pop()
-            slot = self._slots.pop()
+            idle = self._idle.pop() if self._idle else None
+            slot = idle.slot if idle is not None else self._slots.pop()
+        if idle is not None:
+            try:
+                idle.fit(limits)
+                return idle
+            except (OSError, SandboxError) as exc:
+                # (A lower limit than what the worker holds now: a new one starts at it.)
+                logger.warning(
+                    "replacing a sandbox worker that cannot take its job's limits: %s", exc
+                )
+                try:
+                    idle.retire()
+                except BaseException:
+                    self._give_slot(slot)
+                    raise
         try:
             return self._spawn(slot, limits)
         except BaseException as exc:

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from referee.errors import SandboxError
 from referee.rewards import IoTests, PythonTests
@@ -464,3 +466,156 @@ def test_a_wipe_out_of_time_reports_what_is_left(tmp_path: Path) -> None:
         (tmp_path / f"f{i}").write_text("x")
     left = _scrub.wipe(str(tmp_path), 0o1777, deadline=time.monotonic() - 1)
     assert left is not None and "out of time" in left
+
+
+# -- 7. frames nested too deep ----------------------------------------------------------------
+
+# The program writes one frame by hand on its reply pipe (fd 4): at load, or in place of the
+# reply to a call (its own reply comes after: the pipe is never read again).
+WRITE = "import os, struct\ndef w(data):\n    os.write(4, struct.pack('>I', len(data)) + data)\n"
+DEEP = {
+    "100,000 deep": "b'[' * 100000 + b']' * 100000",
+    "100,000 opened, never closed": "b'[' * 100000",
+    "objects, 100,000 deep": "b'{\"a\":' * 100000 + b'1' + b'}' * 100000",
+    "just past the limit": f"b'[' * {_wire.FRAME_DEPTH + 1} + b']' * {_wire.FRAME_DEPTH + 1}",
+}
+
+
+@pytest.mark.parametrize("frame", DEEP.values(), ids=DEEP.keys())
+@pytest.mark.parametrize("when", ["at load", "in a call"])
+def test_a_frame_nested_too_deep_is_the_programs_failure(when: str, frame: str) -> None:
+    # The parser recurses once a level: unchecked, such a frame ended in a RecursionError, at
+    # load in the zygote (its reply "worker: RecursionError", a Failure("sandbox")), in a call
+    # on the host (an exception of the host's, not the program's failure).
+    if when == "at load":
+        code = f"{WRITE}w({frame})\ndef add(a, b):\n    return a + b\n"
+    else:
+        wrapped = f"b'{{\"ok\":' + {frame} + b'}}'"
+        code = f"{WRITE}def add(a, b):\n    w({wrapped})\n    return a + b\n"
+    result = score(PythonTests(sandbox=OPTIONS), code, ADD)
+    assert result.failure is None, result.failure
+    assert result.value == 0.0
+    assert f"nested more than {_wire.FRAME_DEPTH} deep" in (result.reason or "")
+    good = "def add(a, b):\n    return a + b\n"
+    assert score(PythonTests(sandbox=OPTIONS), good, ADD).value == 1.0  # the pool serves on
+
+
+def test_a_deep_frame_kills_the_session_and_its_worker_is_replaced(box: LocalSandbox) -> None:
+    deep = f"b'{{\"ok\":' + {DEEP['100,000 deep']} + b'}}'"
+    source = f"{WRITE}def add(a, b):\n    w({deep})\n    return a + b\n"
+    assert box.run(Job(source="print(1)")).stdout == b"1\n"
+    before = box.zygote_pids()
+    with box.session(Job(source=source, limits=LIMITS)) as session:
+        assert session.names == ["add", "w"]
+        with pytest.raises(ProgramError, match="nested more than"):
+            session.call("add", [1, 2])
+        assert session.dead is not None
+    assert box.zygote_pids() != before  # its pipe may hold more of what it wrote: never reused
+    assert box.run(Job(source="print(1)")).stdout == b"1\n"
+
+
+def test_a_deep_frame_at_load_leaves_the_worker_serving(box: LocalSandbox) -> None:
+    # At load the zygote reads the frame (not the host): it refuses it, kills the program and
+    # answers the host as ever.
+    source = f"{WRITE}w({DEEP['100,000 deep']})\ndef add(a, b):\n    return a + b\n"
+    assert box.run(Job(source="print(1)")).stdout == b"1\n"
+    before = box.zygote_pids()
+    with box.session(Job(source=source, limits=LIMITS)) as session:
+        assert session.names == []
+        assert session.dead is not None and "nested more than" in session.dead
+    assert box.run(Job(source="print(1)")).stdout == b"1\n"
+    assert box.zygote_pids() == before
+
+
+def _depth(value: Any) -> int:
+    """How deep a JSON value nests its lists and dicts (without recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (list, dict)):
+            deepest = max(deepest, depth)
+            stack += [
+                (inner, depth + 1) for inner in (item.values() if isinstance(item, dict) else item)
+            ]
+    return deepest
+
+
+def _nest(value: Any, levels: int, key: str) -> Any:
+    for n in range(levels):
+        value = [value] if n % 2 else {key: value}
+    return value
+
+
+# Strings that hold what the depth check must see through: brackets, quotes, escapes.
+TRICKY = st.sampled_from(["[[[", "]]}", '"', "\\", '\\"[', '[\\\\"', "é[", '{"a": [', ""])
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text() | TRICKY,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text() | TRICKY, inner, max_size=4)
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON, TRICKY, st.booleans())
+def test_the_depth_check_is_exact_on_json(value: Any, key: str, ascii_only: bool) -> None:
+    # Brought to the limit exactly, the frame is parsed; one level more, refused unparsed.
+    room = _wire.FRAME_DEPTH - _depth(value)
+    at_limit = json.dumps(_nest(value, room, key), ensure_ascii=ascii_only).encode()
+    past_it = json.dumps(_nest(value, room + 1, key), ensure_ascii=ascii_only).encode()
+    assert _wire.loads(at_limit) == json.loads(at_limit)
+    with pytest.raises(_wire.WireError, match="nested more than"):
+        _wire.loads(past_it)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"[" * 100000,  # opened, never closed: a parser descends before it finds out
+        b'["' + b"x" * 10 + b'",' + b"[" * 1000,  # after a string
+        b'["\\"",' + b"[" * 1000,  # after a string that holds an escaped quote
+        b"[" * 1000 + b'"\\\\"' + b"]" * 1000,  # an escaped backslash, then the real quote
+        b"[" * 700 + b'"' + b'\\"[' * 1000,  # an unterminated string: at least 700 deep
+    ],
+)
+def test_the_depth_check_refuses_what_a_parser_would_descend_into(data: bytes) -> None:
+    with pytest.raises(_wire.WireError, match="nested more than"):
+        _wire.loads(data)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'"' + b"[" * 100000 + b'"',  # brackets in a string are no nesting
+        b'["\\\\", "' + b"[" * 1000 + b'"]',  # nor after an escaped backslash
+        json.dumps([[i, [i]] for i in range(5000)]).encode(),  # wide, not deep
+    ],
+)
+def test_the_depth_check_passes_what_is_not_deep(data: bytes) -> None:
+    assert _wire.loads(data) == json.loads(data)
+
+
+def test_a_value_as_deep_as_the_wire_allows_fits_in_a_frame() -> None:
+    # The deepest value `encode` sends (dicts, each three levels of JSON) is not refused as a
+    # frame: it reaches the value's own checks whole.
+    value: Any = 1
+    for _ in range(_wire.MAX_DEPTH):
+        value = {0: value}
+    frame = _wire.frame_bytes({"ok": _wire.encode(value)})[4:]
+    assert _wire.decode(_wire.loads(frame)["ok"]) == value
+
+
+def test_decoding_on_a_deep_stack_is_a_wire_error_never_a_recursion_error() -> None:
+    # A reader with a deep stack of its own (a test harness, a trainer's callbacks) may run out
+    # before `MAX_DEPTH`: the value is then refused, as any value the reader cannot take.
+    value: Any = 1
+    for _ in range(_wire.MAX_DEPTH):
+        value = (value,)
+    encoded = _wire.encode(value)
+
+    def deep(levels: int) -> Any:
+        return _wire.decode(encoded) if levels == 0 else deep(levels - 1)
+
+    with pytest.raises(_wire.WireError, match="too deep"):
+        deep(sys.getrecursionlimit() - 100)

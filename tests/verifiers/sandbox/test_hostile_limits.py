@@ -241,6 +241,12 @@ def test_each_worker_runs_in_a_cgroup_sized_for_its_job(mode: str) -> None:
         box.run(Job(source="pass", limits=limits))  # the worker is started for these
         (pid,) = box.zygote_pids()
         _assert_cgroup(pid, limits)
+        # The same worker, for jobs of other limits: each job's own, lower or higher (before,
+        # every job had the limits of the job its worker was started for).
+        for other in (Limits(memory_bytes=100 << 20, processes=10), Limits()):
+            box.run(Job(source="pass", limits=other))
+            assert box.zygote_pids() == [pid]
+            _assert_cgroup(pid, other)
     finally:
         box.close()
 
@@ -249,7 +255,7 @@ def _assert_cgroup(pid: int, limits: Limits) -> None:
     paths = dict(
         line.split(":", 2)[1:] for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines()
     )
-    memory = limits.memory_bytes + limits.disk_bytes + _cgroup.SLACK
+    memory = limits.memory_bytes + _cgroup.SLACK  # (its files count: no room for disk besides)
     if "" in paths and "memory" not in paths:  # v2
         where = Path("/sys/fs/cgroup") / paths[""].lstrip("/")
         assert where.name.startswith("referee-")
@@ -263,6 +269,121 @@ def _assert_cgroup(pid: int, limits: Limits) -> None:
     assert int((where / "memory.limit_in_bytes").read_text()) == memory
     pids = Path("/sys/fs/cgroup/pids") / paths["pids"].lstrip("/")
     assert int((pids / "pids.max").read_text()) == limits.processes + _cgroup.PIDS_SLACK
+
+
+# Files in the job's writable places (tmpfs: memory), each under the file-size limit.
+FILES = """
+total, chunk, held, n = TOTAL, 32 << 20, 0, 0
+block = b"x" * (1 << 20)
+while held < total:
+    place = ("/dev/shm", "/tmp", "/var/tmp", ".")[n % 4]
+    with open(f"{place}/hoard{n}", "wb") as fh:
+        for _ in range(chunk >> 20):
+            fh.write(block)
+    held, n = held + chunk, n + 1
+print("held", held)
+"""
+
+HOARDS = {"memfds": MEMFD, "shared memory": SYSV.replace("64 << 20", "32 << 20"), "files": FILES}
+TIGHT = Limits(memory_bytes=128 << 20, wall_seconds=30, cpu_seconds=30)
+
+
+def _memory_dir(pid: int) -> Path:
+    """The directory of the memory cgroup of a process (v1's memory hierarchy, or v2's)."""
+    paths = dict(
+        line.split(":", 2)[1:] for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    )
+    if "memory" in paths:
+        return Path("/sys/fs/cgroup/memory") / paths["memory"].lstrip("/")
+    return Path("/sys/fs/cgroup") / paths[""].lstrip("/")
+
+
+def _peak(where: Path, reset: bool = False) -> int:
+    """The most memory the cgroup at `where` has held (since the last reset): what the host
+    paid at most."""
+    name = "memory.max_usage_in_bytes" if (where / "memory.max_usage_in_bytes").exists() else ""
+    path = where / (name or "memory.peak")
+    if not path.exists():
+        pytest.skip("this kernel keeps no peak of a cgroup's memory")
+    if reset:
+        try:
+            path.write_text("0" if name else "reset")
+        except OSError:
+            pytest.skip("this kernel cannot reset a cgroup's peak (v2 before Linux 6.12)")
+    return int(path.read_text().split()[0])
+
+
+@pytest.mark.parametrize("hoard", HOARDS.values(), ids=HOARDS.keys())
+def test_a_job_holds_no_more_memory_than_its_own_limit(box: LocalSandbox, hoard: str) -> None:
+    # 400 MB under a limit of 128 MB: the worker's cgroup was sized for the job it started
+    # with and left room for its disk besides (the kernel charges a memfd's pages as a tmpfs
+    # file's), so the job held 416 MiB of memfds (its cgroup peaked at 426 MiB), and with a
+    # first job of 1 GiB, all 400. Now it is stopped at its own limit, before the host pays more.
+    if _cgroup.problem() is not None:
+        pytest.skip(f"no cgroup per worker here: {_cgroup.problem()}")
+    assert box.run(Job(source="pass", limits=Limits())).ok  # a job of 1 GiB first
+    (pid,) = box.zygote_pids()
+    where = _memory_dir(pid)
+    _peak(where, reset=True)
+    result = _call(box, hoard.replace("TOTAL", str(400 << 20)), TIGHT)
+    assert not result.ok  # killed: a program at fault
+    assert b"held" not in result.stdout
+    assert _peak(where) <= TIGHT.memory_bytes + _cgroup.SLACK
+    assert box.run(Job(source="print('next')")).stdout == b"next\n"
+
+
+def test_the_job_is_killed_not_its_worker(box: LocalSandbox) -> None:
+    # A job whose pages are in memfds maps few of them; the OOM killer, which weighs what a
+    # process maps, took the zygote instead (the worker lost with the job's output).
+    if _cgroup.problem() is not None:
+        pytest.skip(f"no cgroup per worker here: {_cgroup.problem()}")
+    box.run(Job(source="pass", limits=TIGHT))
+    before = box.zygote_pids()
+    code = "print('started', flush=True)\n" + MEMFD.replace("TOTAL", str(400 << 20))
+    result = _call(box, code, TIGHT)
+    assert result.signal == 9 and result.stdout == b"started\n"
+    assert box.zygote_pids() == before
+
+
+def test_a_job_of_a_higher_limit_after_a_lower_one_gets_all_of_it(box: LocalSandbox) -> None:
+    if _cgroup.problem() is not None:
+        pytest.skip(f"no cgroup per worker here: {_cgroup.problem()}")
+    box.run(Job(source="pass", limits=TIGHT))
+    roomy = Limits(memory_bytes=640 << 20, wall_seconds=30, cpu_seconds=30)
+    held = _call(box, MEMFD.replace("TOTAL", str(320 << 20)), roomy)
+    assert _said(held) == f"held {320 << 20}"
+    assert not _call(box, MEMFD.replace("TOTAL", str(320 << 20)), TIGHT).ok  # and back down
+
+
+def test_a_program_hoarding_memfds_scores_as_failing_tests_within_its_limit() -> None:
+    # Through a real reward: python_tests at memory_mb 128, a program that holds 400 MB of
+    # memfds when it loads. Its verdict: its tests fail (0, with the reason); the host paid
+    # no more than its limit.
+    if _cgroup.problem() is not None or bwrap_problem() is not None:
+        pytest.skip(f"no cgroup per worker here: {_cgroup.problem() or bwrap_problem()}")
+    from referee.rewards import PythonTests
+    from referee.rollout import Rollout
+
+    options = {"backend": "local", "isolation": "bwrap", "workers": 1}
+    reward = PythonTests(sandbox=options, memory_mb=128, timeout=30)
+    test = {
+        "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n",
+        "entry_point": "add",
+    }
+
+    def score(code: str) -> Any:
+        completion = f"```python\n{code}```"
+        return reward.score_sync(Rollout(prompt="p", completion=completion, reference=test))
+
+    assert score("def add(a, b):\n    return a + b\n").value == 1.0  # (starts the worker)
+    (pid,) = reward.open_sandbox().zygote_pids()  # type: ignore[attr-defined]
+    where = _memory_dir(pid)
+    _peak(where, reset=True)
+    hoard = "import os\n" + MEMFD.replace("TOTAL", str(400 << 20))
+    result = score(hoard + "def add(a, b):\n    return a + b\n")
+    assert result.failure is None, result.failure
+    assert result.value == 0.0 and result.reason
+    assert _peak(where) <= (128 << 20) + _cgroup.SLACK
 
 
 LEFT_OPEN = """
@@ -418,6 +539,22 @@ def test_docker_memfd_pages_count_against_the_containers_memory(docker_box: Work
     assert b"held" not in result.stdout
 
 
+def test_a_docker_job_holds_no_more_memory_than_its_own_limit(docker_box: WorkerPool) -> None:
+    # The container's memory was the pool's (512 MB here, 2 GiB by default) whatever the
+    # job's: a job of 128 MB held 400 MB of memfds.
+    docker_box.run(Job(source="pass", limits=Limits()))  # a job of 1 GiB: the pool's 512 MB
+    assert docker_box.run(Job(source="pass", limits=TIGHT)).ok  # the same container, resized
+    (worker,) = docker_box._idle  # type: ignore[attr-defined]
+    worker.container.reload()
+    assert worker.container.attrs["HostConfig"]["Memory"] == TIGHT.memory_bytes + _cgroup.SLACK
+    result = docker_box.run(Job(source=CALL + MEMFD.replace("TOTAL", str(400 << 20)), limits=TIGHT))
+    assert not result.ok
+    assert b"held" not in result.stdout
+    roomy = Limits(memory_bytes=448 << 20, wall_seconds=30, cpu_seconds=30)
+    held = docker_box.run(Job(source=CALL + MEMFD.replace("TOTAL", str(320 << 20)), limits=roomy))
+    assert _said(held) == f"held {320 << 20}"
+
+
 def test_a_sweep_leaves_a_cgroup_another_thread_is_making(monkeypatch: pytest.MonkeyPatch) -> None:
     # Workers start on several threads: one thread's sweep ran between another's mkdir and its
     # first limit, took the empty cgroup for a dead worker's and removed it; the limit's write
@@ -433,7 +570,7 @@ def test_a_sweep_leaves_a_cgroup_another_thread_is_making(monkeypatch: pytest.Mo
         return made
 
     monkeypatch.setattr(_cgroup, "_make", make_then_sweep)
-    cgroup = _cgroup.create(64 << 20, 8, 8 << 20)
+    cgroup = _cgroup.create(64 << 20, 8)
     try:
         assert seen and all(seen)
     finally:
