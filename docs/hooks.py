@@ -1,15 +1,20 @@
 """MkDocs hooks: one reference page per reward type, generated at build time from the type
 itself (`referee.spec.reference`: its option schema and its docstring), so a page cannot drift
-from the code. `referee types NAME` prints the same Markdown."""
+from the code. `referee types NAME` prints the same Markdown. And the conformance matrix's
+table (every type by every trainer's entry point), drawn from the registry and the doors the
+matrix test runs (`tests/support/doors.py`), so the page lists what the test checks."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
 
 _INDEX = "reference/types/index.md"
+_MATRIX = "trainers/matrix.md"
 
 _INTRO = """# Reward types
 
@@ -46,7 +51,7 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
-    """Generate the index and one page per type."""
+    """Generate the index, one page per type, and the conformance matrix."""
     from referee.spec.reference import index_markdown
 
     references = _references()
@@ -54,4 +59,50 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
     for ref in references:
         page = ref.markdown(specs_guide="../../guides/specs.md")
         files.append(File.generated(config, f"reference/types/{ref.name}.md", content=page))
+    files.append(File.generated(config, _MATRIX, content=matrix_page()))
     return files
+
+
+_MATRIX_INTRO = """# Conformance matrix
+
+A reward type is done when it gives the same number through every entry point. The test
+suite holds each built-in type to that: `tests/backends/test_matrix.py` takes every
+registered type's scoring example (the rollouts and values on its
+[reference page](../reference/types/index.md), under *Scores*), sends the rollouts through
+each door below, fed as that trainer or client feeds it, and checks that every door gives the
+example's value to 1e-9 (after a cast to float32 where the trainer keeps float32: verl's
+managers), with no failure flag. A type joins the matrix by being registered: there is no
+test to write.
+
+A ✓ is a cell where the number must be the same. *refused* is a group reward at a door that
+scores one rollout at a time: it would score each rollout alone, so the door must refuse the
+spec when it loads, with an error that says so, and the matrix checks that it does. A door
+that hangs fails its cell, not the suite. A cell that fails is a finding: the door, or the type,
+does not keep the contract.
+
+"""
+
+_MATRIX_END = """
+How each door is fed, and what it cannot carry: a text protocol (OpenRLHF, an ORS episode)
+carries no metadata and no trajectory, only its final text; NeMo Gym's `/verify` carries a
+trajectory as Responses items and, of the metadata, the tool definitions and the token count;
+verl's own managers decode the response to text, where `RefereeRewardManager(per_turn=True)`
+reads the model's turns and the tools' apart (`response_mask`). A plugin's type is in the
+matrix too once it has a scoring example (see *Scores* in
+[Your own Python reward](../guides/python-rewards.md)).
+"""
+
+
+def matrix_page() -> str:
+    """The conformance matrix as a page: every registered type with an example, by door."""
+    root = str(Path(__file__).resolve().parent.parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)  # tests.support.doors, the matrix test's own table
+    from referee.registry import lookup
+    from tests.support.doors import matrix_markdown
+
+    types = []
+    for ref in _references():
+        cls = lookup(ref.name)
+        types.append((ref.name, callable(getattr(cls, "score_group", None))))
+    return _MATRIX_INTRO + matrix_markdown(types) + _MATRIX_END

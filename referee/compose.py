@@ -33,7 +33,8 @@ naming the component that made it, never a NaN handed to a trainer.
 
 Each component scores under its own deadline. A combination's `deadline` bounds one rollout's
 whole scoring through it (all components must be sync: inline scoring is what it bounds);
-past it, that rollout's total is ``Failure("timeout")``.
+past it, that rollout's total is 0 with the reason (`Score.fault` ``timeout``), the policy's
+verdict, never a masked Failure (docs/threat-model.md, "Blame").
 """
 
 from __future__ import annotations
@@ -261,8 +262,8 @@ class Combined(RewardBase):
             return self._total(per, self._check_run(self.components, rollout, per))
         try:
             return run(self._score_inline, rollout, self.deadline, self.name)
-        except VerifierTimeout as exc:
-            return Score.failed("timeout", str(exc), self.name)
+        except VerifierTimeout as exc:  # sync checks on the policy's output: its verdict
+            return Score.policy_fault("timeout", str(exc))
 
     def _score_inline(self, rollout: Rollout) -> Score:
         per: dict[str, Score] = {}
@@ -522,7 +523,10 @@ def _wrap_failure(s: Score, comp: Component) -> Failure:
     inner = where.split(".", 1)[0] if where else None
     nested = inner is not None and inner in _reported_names(comp.reward)
     return Failure(
-        s.failure.type, f"{name}: {s.failure.message}", f"{name}.{where}" if nested else name
+        s.failure.type,
+        f"{name}: {s.failure.message}",
+        f"{name}.{where}" if nested else name,
+        s.failure.blame,  # whose fault it is does not change on the way up
     )
 
 

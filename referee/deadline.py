@@ -1,9 +1,11 @@
 """Deadlines: a check that runs past its limit is stopped, in whatever thread it runs.
 
 Every reward scores a rollout (a group, for a group reward) under a deadline: its
-``deadline_seconds``, `DEFAULT_TIMEOUT` unless it says otherwise. Past it, the rollout gets
-``Failure("timeout")`` (`VerifierTimeout`, naming the time taken and the limit) and the rest of
-the batch is scored as usual.
+``deadline_seconds``, `DEFAULT_TIMEOUT` unless it says otherwise. Past it, the check is stopped
+(`VerifierTimeout`, naming the time taken and the limit) and the rest of the batch is scored
+as usual: a sync check's rollout scores 0 with the reason (`Score.fault` ``timeout``), the
+policy's verdict, never a masked Failure (docs/threat-model.md, "Blame"); an async reward's
+gets ``Failure("timeout")``, the infrastructure's.
 
 How a synchronous check is stopped. It runs inline, in the caller's thread: no thread, no
 process, no signal. One watchdog thread per process (a daemon, started on first use) watches
@@ -106,7 +108,8 @@ STUCK_AFTER: Final = 5.0
 
 class Overrun(BaseException):
     """Raised inside a check by the watchdog at its deadline; referee turns it into
-    ``Failure("timeout")``. A BaseException, so that ``except Exception`` does not swallow it."""
+    `VerifierTimeout` (for a sync check, a score of 0 with ``fault: timeout``). A
+    BaseException, so that ``except Exception`` does not swallow it."""
 
 
 def check_timeout(value: object, where: str) -> float | None:

@@ -56,8 +56,9 @@ class FunctionReward(_FunctionPickling, CheckReward):
     """A synchronous function of a rollout, as a Reward (made by `@reward`).
 
     Attributes:
-        deadline: Seconds one call may take before it is stopped and scores
-            ``Failure("timeout")``; None: `referee.deadline.DEFAULT_TIMEOUT`.
+        deadline: Seconds one call may take before it is stopped and scores 0 with the
+            reason (`Score.fault` ``timeout``, the policy's verdict); None:
+            `referee.deadline.DEFAULT_TIMEOUT`.
         run_in: Where it runs (`referee.workers.RunIn`); None: in a worker process.
     """
 
@@ -114,8 +115,10 @@ def reward(
 
     The function may be sync or async and may return a float, a bool, a `Score`, or None (no
     score: it becomes a `Failure`, never 0). Exceptions it raises become Failures too. A call
-    that runs past `deadline` seconds (default: `referee.deadline.DEFAULT_TIMEOUT`) is stopped
-    and scores ``Failure("timeout")``, whether it loops, computes in C, sleeps or awaits.
+    that runs past `deadline` seconds (default: `referee.deadline.DEFAULT_TIMEOUT`) is stopped,
+    whether it loops, computes in C, sleeps or awaits: a sync function's rollout scores 0 with
+    the reason (`Score.fault` ``timeout``), the policy's verdict, never a masked Failure; an
+    async function's gets ``Failure("timeout")``, the infrastructure's.
 
     A sync function runs in a worker process (`referee.workers`) unless `run_in` says
     ``inline`` or ``thread``: referee cannot know that it never spins in C, where only killing

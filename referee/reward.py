@@ -37,12 +37,15 @@ Every reward scores under a deadline (`referee.deadline`): ``deadline_seconds`` 
 (per group for a group reward), its ``deadline`` when set, else its class's
 `RewardBase.default_deadline` (`DEFAULT_TIMEOUT`, or one derived from the reward's own options:
 `math_answer`'s and the code rewards' ``timeout``, a judge client's retries). Past it the
-rollout gets ``Failure("timeout")`` and the work is stopped; the rest of the batch is scored as
-usual. Set it with ``@referee.reward(deadline=2)``, a class attribute (``deadline = 2.0``; in a
-dataclass, ``deadline: ClassVar[float] = 2.0``), ``reward.deadline = 2.0``, or ``deadline: 2``
-in a spec. ``timeout`` is a reward's own option where its class declares one; the old use of
-``timeout`` for the deadline still works, with a `DeprecationWarning`, where it cannot mean an
-option (a class that declares none).
+work is stopped and the rollout scores 0 with the reason (`Score.fault` ``timeout``) where the
+reward is a sync check (a `CheckReward`, a combination of checks: the policy's verdict, never a
+masked Failure; `CheckReward.overrun_blame`), else ``Failure("timeout")`` (an async reward: the
+infrastructure's); the rest of the batch is scored as usual. Set it with
+``@referee.reward(deadline=2)``, a class attribute (``deadline = 2.0``; in a dataclass,
+``deadline: ClassVar[float] = 2.0``), ``reward.deadline = 2.0``, or ``deadline: 2`` in a spec.
+``timeout`` is a reward's own option where its class declares one; the old use of ``timeout``
+for the deadline still works, with a `DeprecationWarning`, where it cannot mean an option (a
+class that declares none).
 
 Where a check runs is its ``run_in`` (`referee.workers.RunIn`): ``inline`` in the caller's
 thread (referee's built-ins, whose cost is bounded), ``thread``, or ``process``: a worker
@@ -114,6 +117,7 @@ __all__ = [
     "is_sync",
     "needs",
     "needs_groups",
+    "overrun_verdict",
     "reference_powers",
     "score",
     "top_components",
@@ -329,6 +333,15 @@ def coerce_result(result: object, where: str) -> Score:
     return bad if bad is not None else Score(value=float(result))  # type: ignore[arg-type]
 
 
+def overrun_verdict(score: Score, blame: str = "policy") -> Score:
+    """A check's ``Failure("timeout")`` as the policy's verdict (0, the reason, `Score.fault`
+    ``timeout``) where `blame` is the policy's; any other score as it is."""
+    failure = score.failure
+    if failure is None or failure.type != "timeout" or blame != "policy":
+        return score
+    return Score.policy_fault("timeout", failure.message)
+
+
 def failure_from_exception(exc: Exception, where: str) -> Score:
     """The Score that stands for an exception raised while scoring."""
     if isinstance(exc, RewardError):
@@ -506,11 +519,18 @@ class CheckReward(RewardBase):
     referee cannot know that your check never spins in C; referee's built-ins, whose cost is
     bounded, say ``inline``. Inline, `score_batch` is a plain loop (for deterministic checks,
     event-loop tasks would cost more than the check itself) and a check past its deadline
-    (`deadline_seconds`) is interrupted between bytecodes. Either way the rollout scores
-    ``Failure("timeout")``.
+    (`deadline_seconds`) is interrupted between bytecodes. Either way the rollout scores 0
+    with the reason (`Score.fault` ``timeout``), the policy's verdict (see `overrun_blame`);
+    a rollout that kills its worker process twice scores 0 with ``fault: crash``.
     """
 
     default_run_in: ClassVar[RunIn] = "process"
+    overrun_blame: ClassVar[Literal["policy", "infrastructure"]] = "policy"
+    """Whose fault a check past its deadline is. A check's work is CPU on the policy's output
+    (its text, its code's results), so by default the policy's: that rollout scores 0 with
+    the reason (`Score.fault` ``timeout``), never a Failure a trainer would mask, which a
+    policy could provoke on purpose. A check that waits on a service says
+    ``infrastructure``: then it is ``Failure("timeout")``, worth a retry."""
     # (the `deadline` it was computed for, `deadline_seconds`): read once per deadline on the
     # inline path, where a property call per rollout would be a measurable share of a check.
     _deadline: tuple[object, float | None] = (object(), None)
@@ -549,7 +569,7 @@ class CheckReward(RewardBase):
             result = run_in_thread(self.check, rollout, self._seconds(), self.name)
             return coerce_result(result, self.name)
         except Exception as exc:
-            return failure_from_exception(exc, self.name)
+            return self.blamed(failure_from_exception(exc, self.name))
 
     def check_within(self, rollout: Rollout, seconds: float | None) -> Score:
         """`check` in this thread, stopped after `seconds` (between bytecodes): what
@@ -558,7 +578,12 @@ class CheckReward(RewardBase):
         try:
             return coerce_result(run(self.check, rollout, seconds, self.name), self.name)
         except Exception as exc:
-            return failure_from_exception(exc, self.name)
+            return self.blamed(failure_from_exception(exc, self.name))
+
+    def blamed(self, score: Score) -> Score:
+        """`score`, or the policy's verdict where it is a timeout that `overrun_blame` puts
+        on the policy (see there)."""
+        return overrun_verdict(score, self.overrun_blame)
 
     async def score(self, rollout: Rollout) -> Score:
         if self.is_sync:
@@ -747,7 +772,7 @@ def _bounded(reward: SyncReward) -> Callable[[Rollout], Score]:
     def one(rollout: Rollout) -> Score:
         try:
             return run(check, rollout, limit, name)
-        except VerifierTimeout as exc:
-            return Score.failed("timeout", str(exc), name)
+        except VerifierTimeout as exc:  # a sync check on the policy's output: its verdict
+            return Score.policy_fault("timeout", str(exc))
 
     return one

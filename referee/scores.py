@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-__all__ = ["Failure", "FailureType", "Score"]
+__all__ = ["Blame", "Failure", "FailureType", "PolicyFault", "Score"]
 
 FailureType = Literal[
     "error",  # the reward raised an unexpected exception
@@ -23,6 +23,22 @@ FailureType = Literal[
 ]
 FAILURE_TYPES: frozenset[str] = frozenset(get_args(FailureType))
 
+Blame = Literal["data", "infrastructure"]
+"""Whose fault a Failure is: the data's (the user's reference, database, spec or reward code)
+or the infrastructure's (a judge, engine, sandbox or toolchain that failed; only these are
+worth a retry). What the policy's output causes is never a Failure (`PolicyFault`)."""
+BLAMES: frozenset[str] = frozenset(get_args(Blame))
+
+_INFRASTRUCTURE: frozenset[str] = frozenset({"timeout", "budget", "sandbox", "judge"})
+
+PolicyFault = Literal["timeout", "limit", "crash", "flood", "frame"]
+"""What the policy's output caused, where a Score of 0 is its verdict (`Score.fault`): a check
+on it ran past its deadline, it hit a limit, it crashed the process checking it, it flooded
+an output, it wrote a frame that cannot be read. Trainers mask a sample with no score, so a
+fault the policy can provoke must cost it the rollout, not excuse it (docs/threat-model.md,
+"Blame")."""
+POLICY_FAULTS: frozenset[str] = frozenset(get_args(PolicyFault))
+
 
 @dataclass(frozen=True, slots=True)
 class Failure:
@@ -32,22 +48,39 @@ class Failure:
         type: A short category, one of `FailureType`.
         message: What happened, for a person.
         where: Which reward (or file and line) it happened in.
+        blame: Whose fault it is (`Blame`); by default the type's: ``timeout`` (a wait that
+            ran out: a judge, an engine), ``budget``, ``sandbox`` and ``judge`` are the
+            infrastructure's, every other type the data's.
     """
 
     type: FailureType
     message: str
     where: str | None = None
+    blame: Blame = None  # type: ignore[assignment]  # set from `type` in __post_init__
+
+    def __post_init__(self) -> None:
+        if self.blame not in BLAMES:
+            blame = "infrastructure" if self.type in _INFRASTRUCTURE else "data"
+            object.__setattr__(self, "blame", blame)
+
+    @property
+    def retryable(self) -> bool:
+        """Whether scoring again may succeed: only an infrastructure fault may pass."""
+        return self.blame == "infrastructure"
 
     def to_dict(self) -> dict[str, str | None]:
-        return {"type": self.type, "message": self.message, "where": self.where}
+        return {"type": self.type, "message": self.message, "where": self.where,
+                "blame": self.blame}  # fmt: skip
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Failure:
         kind = data.get("type", "error")
+        blame = data.get("blame")
         return cls(
             type=kind if kind in FAILURE_TYPES else "error",
             message=str(data.get("message", "")),
             where=data.get("where"),
+            blame=blame if blame in BLAMES else None,  # type: ignore[arg-type]
         )
 
 
@@ -73,6 +106,9 @@ class Score:
         latency: Seconds spent producing this score, where it was measured.
         tokens: Model tokens (prompt and completion) spent producing it, where a judge was
             called.
+        fault: Set where this Score is the policy's verdict for what its output caused
+            (`PolicyFault`: a check on it timed out, it hit a limit, ...): the value is 0 and
+            `reason` says what happened. Never a Failure: a trainer would mask it.
     """
 
     value: float | None
@@ -84,6 +120,7 @@ class Score:
     cost: float | None = None
     latency: float | None = None
     tokens: int | None = None
+    fault: PolicyFault | None = None
 
     @property
     def ok(self) -> bool:
@@ -91,9 +128,18 @@ class Score:
         return self.value is not None
 
     @classmethod
-    def failed(cls, type: FailureType, message: str, where: str | None = None) -> Score:
-        """A score with no value, carrying the failure that explains it."""
-        return cls(value=None, reason=message, failure=Failure(type, message, where))
+    def failed(
+        cls, type: FailureType, message: str, where: str | None = None, blame: Blame | None = None
+    ) -> Score:
+        """A score with no value, carrying the failure that explains it (`blame`: by default
+        the type's, see `Failure`)."""
+        failure = Failure(type, message, where, blame)  # type: ignore[arg-type]
+        return cls(value=None, reason=message, failure=failure)
+
+    @classmethod
+    def policy_fault(cls, fault: PolicyFault, message: str) -> Score:
+        """The policy's verdict for what its output caused: 0, the reason, and `fault`."""
+        return cls(value=0.0, reason=message, fault=fault)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict: the shape `referee score` writes (under ``reward`` for `value`)."""
@@ -113,6 +159,8 @@ class Score:
             out["latency"] = self.latency
         if self.tokens is not None:
             out["tokens"] = self.tokens
+        if self.fault is not None:
+            out["fault"] = self.fault
         return out
 
     @classmethod
@@ -120,6 +168,7 @@ class Score:
         """Inverse of `to_dict`."""
         failure = data.get("failure")
         steps = data.get("steps")
+        fault = data.get("fault")
         return cls(
             value=data.get("reward"),
             components=dict(data.get("components") or {}),
@@ -130,6 +179,7 @@ class Score:
             cost=data.get("cost"),
             latency=data.get("latency"),
             tokens=data.get("tokens"),
+            fault=fault if fault in POLICY_FAULTS else None,
         )
 
 

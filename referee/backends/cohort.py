@@ -9,10 +9,13 @@ scores the members together and answers each its own score. It is what verl's
 worker) and what ``referee serve`` runs behind NeMo Gym's ``/verify``.
 
 A member that arrives after its group was scored (verl pads a batch with copies of its first
-samples; a client retries) gets the score of the identical member, or is scored alone if none
-is identical. A group scored short of ``expected`` is logged, and its scores are what the
-reward gives that many members: the reward, not the collector, decides what a short group is
-worth.
+samples; a client retries) gets the score of the identical member; a member that has no twin
+(a straggler) is scored against the members its group was scored with, so it is compared as
+they were (their scores, already answered, stand). A group scored short of ``expected`` is
+logged, and its scores are what the reward gives that many members. A group of one (only one
+member came before the timeout) cannot be compared at all: a comparative reward would pay it a
+mid-scale value ("all attempts identical") whatever it wrote, so it is a Failure
+(``not_applicable``, the infrastructure's: the trainer's group never met), masked, never paid.
 """
 
 from __future__ import annotations
@@ -78,7 +81,9 @@ class Cohorts:
             if key in closed.keys:
                 scores = await asyncio.shield(closed.result)
                 return scores[closed.keys.index(key)], len(closed.members)
-            expected = 1  # a straggler of a group scored without it: scored alone, now
+            # A straggler of a group scored without it: compared with that group's members.
+            scores = list(await self.score([*closed.members, member]))
+            return scores[-1], len(closed.members) + 1
         round_ = self.pending.get(group)
         if round_ is None:
             loop = asyncio.get_running_loop()
@@ -112,6 +117,14 @@ class Cohorts:
                 "referee: group %r scored with %d of %d members after %g s",
                 group, len(round_.members), expected, self.timeout,
             )  # fmt: skip
+        if len(round_.members) < 2:  # nothing to compare it with: masked, never paid
+            message = (
+                f"group {group!r}: only 1 of {expected} members came within {self.timeout:g} s, "
+                "and a group reward cannot compare an attempt with nothing"
+            )
+            lone = Score.failed("not_applicable", message, "group", "infrastructure")
+            round_.result.set_result([lone])
+            return
         try:
             scores = list(await self.score(round_.members))
         except BaseException as exc:  # the scorer refused (a closing service): every member hears

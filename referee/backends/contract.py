@@ -22,12 +22,18 @@ things to decide, and they are decided here so that every trainer gets the numbe
 - OpenRLHF: `failure_value` (0.0), and NaN for a skipped component: it makes a tensor of
   every key, and takes neither a missing key nor a null.
 
+4. **What text leaves the server**: where the reference is the server's secret (an ORS task
+   set: "the reference never leaves the server"), a score's reason and failure message may
+   quote it (``answer 'no idea' != 'SECRET-7731-ALPHA'``, ``sql_match``'s missing gold rows):
+   `withheld` is the score as it goes on the wire, its texts withheld and logged here.
+
 `docs/architecture.md` walks through adding a backend with these three pieces.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -43,10 +49,40 @@ from referee.rollouts.readers import decode_json_text
 from referee.scores import Score
 from referee.spec import load
 
-__all__ = ["FAILED_KEY", "Bridge", "Outlet", "components", "decode_json_text", "resolve"]
+__all__ = [
+    "FAILED_KEY",
+    "WITHHELD",
+    "Bridge",
+    "Outlet",
+    "components",
+    "decode_json_text",
+    "resolve",
+    "withheld",
+]
+
+logger = logging.getLogger("referee.server")
 
 FAILED_KEY = "referee_failed"
 """The key, for every sample, that is 1.0 where referee could give no score."""
+
+
+WITHHELD = "withheld: this task's reference is the server's secret (the server logs the reason)"
+"""What a secret task's reason and failure message read on the wire."""
+
+
+def withheld(score: Score, task_id: str) -> dict[str, Any]:
+    """`score` as a dict (`Score.to_dict`) for a client that must not learn the reference:
+    every text that could quote it (the reason, the failure's message) withheld, the full
+    score logged at INFO on ``referee.server``. Numbers, kinds and blame stay."""
+    out = score.to_dict()
+    if out.get("reason") or out.get("failure"):
+        logger.info("task %s scored %s: %s", task_id, score.value, score.reason)
+    if out.get("reason"):
+        out["reason"] = WITHHELD
+    failure = out.get("failure")
+    if failure is not None:
+        out["failure"] = {**failure, "message": WITHHELD}
+    return out
 
 
 def resolve(reward_or_spec: Reward | str | Path | Mapping[str, Any]) -> Reward:

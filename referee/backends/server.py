@@ -69,7 +69,8 @@ machinery is `referee.backends._guard`'s):
   lower): out of files, asyncio stops accepting anyone.
 
 Stuck rewards do not stop the server. Every rollout scores under its reward's deadline (a
-stuck one gets ``Failure("timeout")`` and its work is stopped), and a request still being
+stuck one's work is stopped: a sync check scores 0 with ``fault: timeout``, an async reward
+gets ``Failure("timeout")``), and a request still being
 scored `SLOW_AFTER` seconds after it started gives its slot back and finishes in a slow lane
 of ``max_concurrent`` more, so requests stuck until their deadline do not make fast ones wait
 for it. At most twice ``max_concurrent`` requests are scored at once; when the slow lane is

@@ -24,6 +24,7 @@ from referee.reward import (
     SyncReward,
     failure_from_exception,
     is_sync,
+    overrun_verdict,
 )
 from referee.rollout import Rollout
 from referee.scores import Score
@@ -134,6 +135,55 @@ class ToolUse(CheckReward):
         repeat_penalty: 0.5
         max_steps: 12
         fold: mean
+        ```
+
+    Scores:
+        ```yaml
+        - prompt: What is the weather in Paris, and what time is it there?
+          metadata: &tools
+            tools:
+              - type: function
+                function:
+                  name: get_weather
+                  parameters:
+                    type: object
+                    required: [city]
+                    properties: {city: {type: string}}
+              - type: function
+                function:
+                  name: get_time
+                  parameters:
+                    type: object
+                    required: [timezone]
+                    properties: {timezone: {type: string}}
+          completion:
+            - role: assistant
+              content: ""
+              tool_calls: [{id: c1, name: get_weather, arguments: '{"city": "Paris"}'}]
+            - {role: tool, tool_call_id: c1, content: "sunny, 21 C"}
+            - role: assistant
+              content: ""
+              tool_calls: [{id: c2, name: get_time, arguments: '{"timezone": "Europe/Paris"}'}]
+            - {role: tool, tool_call_id: c2, content: "14:05"}
+            - {role: assistant, content: "It is sunny and 21 C in Paris, and 14:05 there."}
+          value: 1.0
+        - prompt: What is the weather in Paris, and what time is it there?
+          metadata: *tools
+          completion:
+            - role: assistant
+              content: ""
+              tool_calls: [{id: c1, name: get_weather, arguments: '{"town": "Paris"}'}]
+            - {role: tool, tool_call_id: c1, content: "Error: missing city"}
+            - role: assistant
+              content: ""
+              tool_calls: [{id: c2, name: get_weather, arguments: '{"city": "Paris"}'}]
+            - {role: tool, tool_call_id: c2, content: "Error: rate limited"}
+            - role: assistant
+              content: ""
+              tool_calls: [{id: c3, name: get_clock, arguments: '{}'}]
+            - {role: tool, tool_call_id: c3, content: "unknown tool"}
+            - {role: assistant, content: "I could not find out."}
+          value: 0.3125
         ```
     """
 
@@ -301,6 +351,28 @@ class FinalAnswer(RewardBase):
           type: math_answer
           answer: boxed
         ```
+
+    Scores:
+        ```yaml
+        - prompt: What is 6 times 7? Use the calculator.
+          completion:
+            - role: assistant
+              content: Let me compute it.
+              tool_calls: [{id: c1, name: calculator, arguments: '{"expression": "6 * 7"}'}]
+            - {role: tool, tool_call_id: c1, content: "42"}
+            - {role: assistant, content: 'The answer is $\\boxed{42}$.'}
+          reference: "42"
+          value: 1.0
+        - prompt: What is 6 times 7? Use the calculator.
+          completion:
+            - role: assistant
+              content: Let me compute it.
+              tool_calls: [{id: c1, name: calculator, arguments: '{"expression": "6 + 7"}'}]
+            - {role: tool, tool_call_id: c1, content: "13"}
+            - {role: assistant, content: 'The answer is $\\boxed{13}$.'}
+          reference: "42"
+          value: 0.0
+        ```
     """
 
     reward: Reward
@@ -336,8 +408,8 @@ class FinalAnswer(RewardBase):
         """The rollout the inner reward sees, or the Failure of reading its trajectory."""
         try:
             return run(self._answer, rollout, DEFAULT_TIMEOUT, self.name)
-        except Exception as exc:
-            return failure_from_exception(exc, self.name)
+        except Exception as exc:  # reading the policy's trajectory ran long: its verdict
+            return overrun_verdict(failure_from_exception(exc, self.name))
 
     def _score_inline(self, rollout: Rollout) -> Score:
         answer = self._read(rollout)
@@ -352,8 +424,8 @@ class FinalAnswer(RewardBase):
             return self._score_inline(rollout)
         try:
             return run(self._score_inline, rollout, self.deadline, self.name)
-        except VerifierTimeout as exc:
-            return Score.failed("timeout", str(exc), self.name)
+        except VerifierTimeout as exc:  # sync checks on the policy's output: its verdict
+            return Score.policy_fault("timeout", str(exc))
 
     async def score(self, rollout: Rollout) -> Score:
         return (await self.score_batch([rollout]))[0]

@@ -335,6 +335,45 @@ class FieldMatch(CheckReward):
           provinces: set_f1
           address.city: {match: fuzzy, threshold: 0.8, weight: 0.5}
         ```
+
+    Scores:
+        ````yaml
+        - prompt: Extract the invoice's company, amount, date, provinces and city.
+          completion: |-
+            ```json
+            {"company": "ACME Corp.", "amount": 1251, "date": "2024-03-05",
+             "provinces": ["QC", "ON"], "address": {"city": "Montreal"}}
+            ```
+          reference:
+            company: Acme Corp
+            amount: 1250.0
+            date: "2024-03-05"
+            provinces: ["ON", "QC"]
+            address: {city: Montréal}
+          value: 0.9861111111111112
+        - prompt: Extract the invoice's company, amount, date, provinces and city.
+          completion: |-
+            ```json
+            {"company": "Acme Corp", "amount": 1400, "date": "2024-05-03",
+             "provinces": ["ON", "QC", "BC"], "address": {"city": "Toronto"}, "currency": "CAD"}
+            ```
+          reference:
+            company: Acme Corp
+            amount: 1250.0
+            date: "2024-03-05"
+            provinces: ["ON", "QC"]
+            address: {city: Montréal}
+          value: 0.32727272727272727
+        - prompt: Extract the invoice's company, amount, date, provinces and city.
+          completion: I could not find an invoice in this text.
+          reference:
+            company: Acme Corp
+            amount: 1250.0
+            date: "2024-03-05"
+            provinces: ["ON", "QC"]
+            address: {city: Montréal}
+          value: 0.0
+        ````
     """
 
     default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded

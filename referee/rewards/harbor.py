@@ -49,6 +49,7 @@ REWARD_JSON = f"{VERIFIER_DIR}/reward.json"
 _STAGE = "/tmp/referee-{nonce}"  # inside the container: the diff and the tests, staged
 _NO_TOOL = 97  # the set-up's status when the image has neither git nor patch
 _APPLY_SECONDS = 120.0  # the time applying the diff may take, on top of the verifier's
+_APPLY_SAID = 2000  # bytes of what git apply and patch said that come back (their last)
 _ENV_VAR = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
 
 # Run as root, in one exec with the tests where the verifier's user is the image's: apply the
@@ -56,26 +57,35 @@ _ENV_VAR = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
 # diff that does not apply leaves the workspace as it was; then throw away what the diff put
 # in the verifier's folders and move the staged tests (a folder whose name the diff cannot
 # know) to /tests. The marker line says how the diff went, before any of its code runs.
+# What git and patch say goes to a file, and only its last _APPLY_SAID bytes to the output:
+# the diff is the policy's, and their messages about it (one a hunk, some 7 MiB for a 1 MiB
+# diff) would otherwise push the markers past what the exec keeps.
 _SETUP = r"""
 stage="$2"; mark="$3"
 apply() {
   [ -f "$stage/agent.diff" ] || return 2
   tried=
   if command -v git >/dev/null 2>&1; then
-    git apply "$stage/agent.diff" 2>&1 && return 0
+    git apply "$stage/agent.diff" && return 0
     tried=1
   fi
   if command -v patch >/dev/null 2>&1; then
     if patch --batch --forward --dry-run -p1 -i "$stage/agent.diff" >/dev/null 2>&1; then
-      patch --batch --forward -p1 -i "$stage/agent.diff" 2>&1 && return 0
+      patch --batch --forward -p1 -i "$stage/agent.diff" && return 0
     fi
-    patch --batch --forward --dry-run -p1 -i "$stage/agent.diff" 2>&1
+    patch --batch --forward --dry-run -p1 -i "$stage/agent.diff"
     return 1
   fi
   [ -n "$tried" ] && return 1
   return 97
 }
-if cd "$1"; then apply; code=$?; else code=96; fi
+said="$stage/apply.log"
+if ! cd "$1"; then code=96
+elif ! : > "$said"; then code=96
+else
+  apply > "$said" 2>&1; code=$?
+  tail -c "$5" "$said" 2>/dev/null
+fi
 printf '\n%s setup %s\n' "$mark" "$code"
 [ "$code" = 97 ] || [ "$code" = 96 ] && exit 0
 rm -rf /tests /logs/verifier && mkdir -p /logs/verifier /logs/agent \
@@ -327,11 +337,51 @@ class HarborTask(ThreadedReward):
     Example:
         ```yaml
         type: harbor_task
-        tasks_dir: /data/harbor/tasks
+        tasks_dir: harbor/tasks
         warm: 2
         concurrency: 8
         memory_mb: 4096
         ```
+
+    Scores:
+        ````yaml
+        needs: [docker]
+        files:
+          harbor/tasks/calc-add/instruction.md: |
+            calc.add subtracts; make it add.
+          harbor/tasks/calc-add/task.toml: |
+            version = "1.0"
+            [verifier]
+            timeout_sec = 60
+          harbor/tasks/calc-add/environment/Dockerfile: |
+            FROM referee-example-base:1
+            WORKDIR /app
+            COPY calc.py /app/calc.py
+          harbor/tasks/calc-add/environment/calc.py: |
+            def add(a, b):
+                return a - b
+          harbor/tasks/calc-add/tests/test.sh: |
+            #!/bin/bash
+            if python3 -c 'import calc; assert calc.add(2, 3) == 5'; then r=1; else r=0; fi
+            echo $r > /logs/verifier/reward.txt
+        rollouts:
+          - prompt: calc.add subtracts; make it add.
+            completion: |
+              ```diff
+              --- a/calc.py
+              +++ b/calc.py
+              @@ -1,2 +1,2 @@
+               def add(a, b):
+              -    return a - b
+              +    return a + b
+              ```
+            reference: {task: calc-add}
+            value: 1.0
+          - prompt: calc.add subtracts; make it add.
+            completion: I looked at calc.py; it seems fine to me.
+            reference: {task: calc-add}
+            value: 0.0
+        ````
     """
 
     tasks_dir: str | None = None
@@ -474,6 +524,7 @@ class HarborTask(ThreadedReward):
             files[f"{stage}/agent.diff"] = diff
         box.put(files)
         args = ["bash", "-c", "", "harbor", workdir, stage, nonce, str(self.max_reward_bytes)]
+        args.append(str(_APPLY_SAID))
         output_bytes = (2 << 20) + 2 * self.max_reward_bytes
         timeout = self.timeout or task.verifier_timeout
         # the tests run as root too (USER root, 0, root:root, 0:0): one exec

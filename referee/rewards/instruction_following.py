@@ -73,6 +73,25 @@ class InstructionFollowing(CheckReward):
         mode: loose
         scoring: fraction
         ```
+
+    Scores:
+        ```yaml
+        - prompt: Describe a lighthouse in fewer than 40 words, without commas; mention the sea.
+          completion: >-
+            A tall white tower stands on the cliff. Its lamp turns all night and warns
+            ships away from the rocks of the sea.
+          reference: &constraints
+            instruction_id_list:
+              - punctuation:no_comma
+              - length_constraints:number_words
+              - keywords:existence
+            kwargs: [{}, {num_words: 40, relation: less than}, {keywords: [sea]}]
+          value: 1.0
+        - prompt: Describe a lighthouse in fewer than 40 words, without commas; mention the sea.
+          completion: A tall, white tower stands on the cliff, and its lamp turns all night.
+          reference: *constraints
+          value: 0.3333333333333333
+        ```
     """
 
     default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded

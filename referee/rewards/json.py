@@ -41,6 +41,29 @@ class JsonValid(CheckReward):
         extract: fenced
         require: object
         ```
+
+    Scores:
+        ````yaml
+        - prompt: 'Give Ada Lovelace''s record as a JSON object in a json code block.'
+          completion: |-
+            Here is the record:
+            ```json
+            {"name": "Ada", "born": 1815}
+            ```
+          value: 1.0
+        - prompt: 'Give Ada Lovelace''s record as a JSON object in a json code block.'
+          completion: |-
+            ```json
+            ["Ada", 1815]
+            ```
+          value: 0.0
+        - prompt: 'Give Ada Lovelace''s record as a JSON object in a json code block.'
+          completion: |-
+            ```json
+            {"name": 'Ada'}
+            ```
+          value: 0.0
+        ````
     """
 
     default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded
@@ -92,6 +115,28 @@ class JsonSchema(CheckReward):
             age: {type: integer, minimum: 0}
           additionalProperties: false
         ```
+
+    Scores:
+        ````yaml
+        - prompt: 'Give the user''s name, email and age as a JSON object in a json code block.'
+          completion: |-
+            ```json
+            {"name": "Ada", "email": "ada@example.com", "age": 36}
+            ```
+          value: 1.0
+        - prompt: 'Give the user''s name, email and age as a JSON object in a json code block.'
+          completion: |-
+            ```json
+            {"name": "Ada", "email": "ada@example.com", "age": -3}
+            ```
+          value: 0.0
+        - prompt: 'Give the user''s name, email and age as a JSON object in a json code block.'
+          completion: |-
+            ```json
+            {"name": "Ada", "email": "ada at example.com", "age": 36}
+            ```
+          value: 0.0
+        ````
     """
 
     default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded

@@ -214,6 +214,33 @@ class RubricJudge(_JudgeReward):
         samples: 3
         concurrency: 32
         ```
+
+    Scores:
+        ```yaml
+        needs: [judge]
+        rollouts:
+          - prompt: Who wrote the first algorithm meant for a machine?
+            completion: Ada Lovelace, in her 1843 notes on Babbage's Analytical Engine.
+            reference: Ada Lovelace
+            judge: >-
+              {"criteria": {"agrees_with_reference": true, "no_contradiction": true,
+              "no_unsupported_claims": 5}, "reasoning": "Correct, and the context is right."}
+            value: 1.0
+          - prompt: Who wrote the first algorithm meant for a machine?
+            completion: Charles Babbage wrote it for his Difference Engine in 1822.
+            reference: Ada Lovelace
+            judge: >-
+              {"criteria": {"agrees_with_reference": false, "no_contradiction": true,
+              "no_unsupported_claims": 3}, "reasoning": "Names someone else."}
+            value: 0.4166666666666667
+          - prompt: Who wrote the first algorithm meant for a machine?
+            completion: Alan Turing, at Bletchley Park in 1950.
+            reference: Ada Lovelace
+            judge: >-
+              {"criteria": {"agrees_with_reference": false, "no_contradiction": false,
+              "no_unsupported_claims": 1}, "reasoning": "Wrong person and an invented date."}
+            value: 0.0
+        ```
     """
 
     rubric: str
@@ -303,6 +330,20 @@ class ChecklistJudge(_JudgeReward):
           - The reply answers the question that was asked.
           - {text: Every figure it quotes has its unit., weight: 2}
           - It says when it is unsure instead of guessing.
+        ```
+
+    Scores:
+        ```yaml
+        needs: [judge]
+        rollouts:
+          - prompt: How far is the Moon, and how long does its light take to reach us?
+            completion: About 384,400 km; its light takes roughly 1.3 seconds to reach Earth.
+            judge: '{"items": [true, true, true], "reasoning": "Answers both, with units."}'
+            value: 1.0
+          - prompt: How far is the Moon, and how long does its light take to reach us?
+            completion: It is about 384,400 away, and its light takes exactly 1 second.
+            judge: '{"items": [true, false, false], "reasoning": "No unit; overconfident."}'
+            value: 0.25
         ```
     """
 
@@ -401,6 +442,30 @@ class ReferenceJudge(_JudgeReward):
         score_from: logprobs
         max_tokens: 256
         ```
+
+    Scores:
+        ```yaml
+        needs: [judge]
+        rollouts:
+          - prompt: What is the boiling point of water at sea level, in Fahrenheit?
+            completion: It boils at 212 degrees Fahrenheit.
+            reference: 212 F
+            judge:
+              tokens:
+                - {text: '{"equivalent":'}
+                - {text: ' true', top: {' true': 0.9, ' false': 0.1}}
+                - {text: ', "reasoning": "the same temperature"}'}
+            value: 0.9
+          - prompt: What is the boiling point of water at sea level, in Fahrenheit?
+            completion: It boils at 100 degrees.
+            reference: 212 F
+            judge:
+              tokens:
+                - {text: '{"equivalent":'}
+                - {text: ' false', top: {' false': 0.75, ' true': 0.25}}
+                - {text: ', "reasoning": "100 is Celsius"}'}
+            value: 0.25
+        ```
     """
 
     name: str = "reference_judge"
@@ -482,6 +547,38 @@ class PairwiseJudge(_JudgeReward):
         api_base: http://127.0.0.1:8000/v1
         criterion: Which answer explains the fix more clearly and correctly?
         disagreement: tie
+        ```
+
+    Scores:
+        ```yaml
+        needs: [judge]
+        judge:
+          # The response is answer A in the first order and B in the second.
+          - shown: [Pin the dependency to 2.3.1, Upgrade everything]
+            reply: '{"better": "A", "reasoning": "names the version"}'
+          - shown: [Upgrade everything, Pin the dependency to 2.3.1]
+            reply: '{"better": "B", "reasoning": "names the version"}'
+          - shown: [Delete the lock file, Upgrade everything]
+            reply: '{"better": "B", "reasoning": "deleting the lock file breaks builds"}'
+          - shown: [Upgrade everything, Delete the lock file]
+            reply: '{"better": "A", "reasoning": "deleting the lock file breaks builds"}'
+          - shown: [Revert the last merge, Upgrade everything]
+            reply: '{"better": "A", "reasoning": "first slot"}'
+          - shown: [Upgrade everything, Revert the last merge]
+            reply: '{"better": "A", "reasoning": "first slot"}'
+        rollouts:
+          - prompt: The build broke after a minor release of a dependency. How do we fix it?
+            completion: Pin the dependency to 2.3.1, the last version the build passed with.
+            reference: Upgrade everything to the latest versions.
+            value: 1.0
+          - prompt: The build broke after a minor release of a dependency. How do we fix it?
+            completion: Delete the lock file and reinstall.
+            reference: Upgrade everything to the latest versions.
+            value: 0.0
+          - prompt: The build broke after a minor release of a dependency. How do we fix it?
+            completion: Revert the last merge and see.
+            reference: Upgrade everything to the latest versions.
+            value: 0.5
         ```
     """
 

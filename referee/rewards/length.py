@@ -62,6 +62,22 @@ class Length(CheckReward):
         cache_length: 4096
         unit: tokens
         ```
+
+    Scores:
+        ```yaml
+        - prompt: 'Prove that 1 + 2 + ... + n = n(n + 1) / 2.'
+          completion: The proof is by induction on n; the base case n = 1 holds.
+          metadata: {completion_tokens: 1200}
+          value: 0.0
+        - prompt: 'Prove that 1 + 2 + ... + n = n(n + 1) / 2.'
+          completion: The proof is by induction on n, and then a long detour ...
+          metadata: {completion_tokens: 18432}
+          value: -0.5
+        - prompt: 'Prove that 1 + 2 + ... + n = n(n + 1) / 2.'
+          completion: The proof is by induction on n, and then it never stops ...
+          metadata: {completion_tokens: 25000}
+          value: -1.0
+        ```
     """
 
     default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded
@@ -112,6 +128,16 @@ class Repetition(CheckReward):
         type: repetition
         ngram_size: 4
         max_penalty: -0.5
+        ```
+
+    Scores:
+        ```yaml
+        - prompt: 'Tell me about your cat.'
+          completion: The cat sat on the mat and then it slept all afternoon.
+          value: 0.0
+        - prompt: 'Tell me about your cat.'
+          completion: I think so. I think so. I think so. I think so.
+          value: -0.33333333333333337
         ```
     """
 

@@ -25,8 +25,9 @@ class MathAnswer(CheckReward):
     """1.0 when the completion's final answer equals the reference, checked by math-verify.
 
     ``\\boxed{}`` answers are preferred; equivalent forms (``1/2``, ``0.5``, ``\\frac{1}{2}``)
-    match. No answer in the completion scores 0; a reference that cannot be parsed, or a check
-    that runs past `timeout`, is a Failure (no score).
+    match. No answer in the completion scores 0; so does a check that runs past `timeout` (the
+    answer made it spin: the policy's verdict, with the reason and ``fault: timeout``, never a
+    masked sample); a reference that cannot be parsed is a Failure (no score).
 
     The reference is the answer as text or a number (``rollout.reference``, or its
     `reference_key` entry); a rollout without one is ``not_applicable``. It is read with the
@@ -62,6 +63,22 @@ class MathAnswer(CheckReward):
         type: math_answer
         answer: boxed
         timeout: 10
+        ```
+
+    Scores:
+        ```yaml
+        - prompt: What is the probability that a fair coin lands heads?
+          completion: One of two equally likely outcomes, so the answer is $\\boxed{\\frac{1}{2}}$.
+          reference: "0.5"
+          value: 1.0
+        - prompt: What is the probability that a fair coin lands heads?
+          completion: Two outcomes, so $\\boxed{2}$.
+          reference: "0.5"
+          value: 0.0
+        - prompt: What is the probability that a fair coin lands heads?
+          completion: It is one half.
+          reference: "0.5"
+          value: 0.0
         ```
     """
 

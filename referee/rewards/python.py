@@ -240,6 +240,31 @@ class PythonReward(_FunctionOfYours, CheckReward):
         options: {tag: answer}
         deadline: 2
         ```
+
+    Scores:
+        ```yaml
+        files:
+          rewards.py: |
+            import re
+
+
+            def has_answer(rollout, tag):
+                # 1.0 for a non-empty <tag>...</tag>, 0.5 for an empty one, else 0.0
+                found = re.findall(rf"<{tag}>(.*?)</{tag}>", rollout.completion_text, re.S)
+                if not found:
+                    return 0.0
+                return 1.0 if found[-1].strip() else 0.5
+        rollouts:
+          - prompt: What is 5 + 7? Put the answer in <answer></answer> tags.
+            completion: The sum is 12. <answer>12</answer>
+            value: 1.0
+          - prompt: What is 5 + 7? Put the answer in <answer></answer> tags.
+            completion: I am not sure. <answer> </answer>
+            value: 0.5
+          - prompt: What is 5 + 7? Put the answer in <answer></answer> tags.
+            completion: The sum is 12.
+            value: 0.0
+        ```
     """
 
     default_run_in: ClassVar[RunIn] = "process"  # code referee did not write

@@ -94,6 +94,32 @@ class GroupRank(JudgeOptions, GroupRewardBase):
         orders: 3
         max_group: 8
         ```
+
+    Scores:
+        ```yaml
+        needs: [judge]
+        judge:
+          # One call per order (three rotations); each reply scores the attempts in the order shown.
+          - shown: [Restart the router, Ask your provider, Buy a new laptop]
+            reply: '{"scores": [1.0, 0.6, 0.0], "reasoning": "the first is the usual fix"}'
+          - shown: [Ask your provider, Buy a new laptop, Restart the router]
+            reply: '{"scores": [0.5, 0.0, 0.9], "reasoning": "restarting comes first"}'
+          - shown: [Buy a new laptop, Restart the router, Ask your provider]
+            reply: '{"scores": [0.1, 0.8, 0.7], "reasoning": "a laptop will not help"}'
+        rollouts:
+          - prompt: My Wi-Fi keeps dropping every few minutes. What should I do?
+            completion: Restart the router, then move it away from the microwave.
+            group: wifi
+            value: 0.9
+          - prompt: My Wi-Fi keeps dropping every few minutes. What should I do?
+            completion: Ask your provider whether there is an outage in your area.
+            group: wifi
+            value: 0.6
+          - prompt: My Wi-Fi keeps dropping every few minutes. What should I do?
+            completion: Buy a new laptop.
+            group: wifi
+            value: 0.03333333333333333
+        ```
     """
 
     rubric: str = "helpfulness"

@@ -188,6 +188,25 @@ class ReasoningGym(CheckReward):
           decimal_arithmetic: {min_num_decimal_places: 2, max_num_decimal_places: 4}
         extract: answer_tag
         ```
+
+    Scores:
+        ```yaml
+        - prompt: &question >-
+            Please solve this problem to a maximum of 12 significant digits, rounding up from
+            the half. Only reply with the final value.
+
+            0.87*7.54 = ?
+          completion: 0.87 * 7.54 = 6.5598, so <answer>6.5598</answer>
+          reference: &entry
+            question: *question
+            answer: "6.5598"
+            metadata: {source_dataset: decimal_arithmetic, decimal_places: 2, num_terms: 2}
+          value: 1.0
+        - prompt: *question
+          completion: Roughly <answer>6.56</answer>
+          reference: *entry
+          value: 0.0
+        ```
     """
 
     # reasoning-gym's scorers are code referee did not write, run on the policy's text

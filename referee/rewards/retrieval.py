@@ -118,6 +118,36 @@ class Retrieval(CheckReward):
         metric: ndcg
         k: 10
         ```
+
+    Scores:
+        ```yaml
+        - prompt: When was the Eiffel Tower completed?
+          completion:
+            - role: assistant
+              content: ""
+              tool_calls: [{id: c1, name: search, arguments: '{"query": "Eiffel Tower completed"}'}]
+            - role: tool
+              tool_call_id: c1
+              content: '[{"id": "d1", "text": "Done in 1889."}, {"id": "d7", "text": "Metro."}]'
+            - role: assistant
+              content: ""
+              tool_calls: [{id: c2, name: open_page, arguments: '{"id": "d3"}'}]
+            - {role: tool, tool_call_id: c2, content: '[{"id": "d3", "text": "For the fair."}]'}
+            - {role: assistant, content: "It was completed in 1889 [d1] [d3]."}
+          reference: {relevance: {d1: 2, d3: 1}}
+          value: 0.9639404333166532
+        - prompt: When was the Eiffel Tower completed?
+          completion:
+            - role: assistant
+              content: ""
+              tool_calls: [{id: c1, name: search, arguments: '{"query": "Paris landmarks"}'}]
+            - role: tool
+              tool_call_id: c1
+              content: '[{"id": "d7", "text": "Paris metro."}, {"id": "d8", "text": "The Louvre."}]'
+            - {role: assistant, content: "I believe it was 1901 [d8]."}
+          reference: {relevance: {d1: 2, d3: 1}}
+          value: 0.0
+        ```
     """
 
     default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded

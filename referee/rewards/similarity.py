@@ -44,7 +44,8 @@ dissimilar 800-word texts take about 17 s). So:
 - for TER, an answer whose word count differs from every reference's by at least the mean
   reference length has TER >= 100 (each surplus or missing word is an edit), so its reward is
   exactly 0 and TER's search is skipped;
-- anything still slow meets the reward's deadline: ``Failure("timeout")``.
+- anything still slow meets the reward's deadline: 0 with the reason (``fault: timeout``), the
+  policy's verdict, never a masked Failure.
 """
 
 from __future__ import annotations
@@ -142,8 +143,8 @@ class TextSimilarity(_Extracting):
     rouge-score's tokenizer keeps only ASCII letters and digits: ROUGE of text in another
     script is 0 whatever it says; use chrF there. The metrics are not linear in the text
     (ROUGE-L is quadratic, TER worse), so an answer longer than `max_chars` scores 0.0
-    without running the metric, and anything still slow meets the reward's deadline
-    (``Failure("timeout")``).
+    without running the metric, and anything still slow meets the reward's deadline (0 with
+    the reason, ``fault: timeout``).
 
     Attributes:
         metric: Which metric: ``bleu``, ``chrf``, ``chrf++``, ``ter``, ``rouge1``, ``rouge2``,
@@ -171,6 +172,18 @@ class TextSimilarity(_Extracting):
         metric: rougeL
         use_stemmer: true
         extract: answer_tag
+        ```
+
+    Scores:
+        ```yaml
+        - prompt: Summarise the report in one sentence, inside <answer></answer>.
+          completion: <answer>Sales rose ten percent in the third quarter.</answer>
+          reference: Sales rose by ten percent in the third quarter.
+          value: 0.9411764705882353
+        - prompt: Summarise the report in one sentence, inside <answer></answer>.
+          completion: <answer>The weather was mild this autumn.</answer>
+          reference: Sales rose by ten percent in the third quarter.
+          value: 0.13333333333333333
         ```
     """
 

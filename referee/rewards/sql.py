@@ -27,10 +27,20 @@ memory nor disk grows past it. ``run_in: inline`` is faster and keeps every limi
 A query of the policy's that fails, runs past ``timeout`` or returns too much scores 0 with the
 reason (SQLite's own error text); the gold query failing is a Failure, never a 0: the data is
 wrong, not the policy.
+
+Blame decides what a check past the reward's deadline is (the worker killed, or interrupted
+inline). The gold query runs first, so the check was in the gold query or in the policy's;
+which one is decided by running the gold query alone, under its own limit (in a worker,
+killed past it; once per database state and query): where it gives its rows in time, the
+policy's query ran past its limit, which scores 0 with the reason (a masked sample would pay
+it to spin); where it does not, the reference is at fault (``not_applicable`` naming it). The
+common path pays nothing for this: only a rollout past the deadline does.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import math
 import os
 import re
@@ -44,14 +54,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from referee.errors import NotApplicable, RefereeError, VerifierTimeout
+from referee.deadline import run_in_thread
+from referee.errors import NotApplicable, RefereeError, RewardError, VerifierTimeout
 from referee.registry import register
 from referee.reward import CheckReward, Need
 from referee.rewards._common import clip_text, short
 from referee.rewards._extract import fenced_blocks
 from referee.rollout import Rollout
 from referee.scores import Score
-from referee.workers import RunIn, in_worker
+from referee.workers import RunIn, in_worker, pool
 
 __all__ = [
     "Limits",
@@ -94,6 +105,7 @@ _CONNECTIONS = 8  # open databases kept per thread
 _GOLD_ENTRIES = 256  # gold results kept per reward (a GRPO group shares one)
 _GOLD_BYTES = 64 << 20
 _PATHS = 4096  # resolved database paths kept per reward
+_GOLD_ALONE_GRACE = 1.0  # seconds past `timeout` the gold query gets when it runs alone
 _DB_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
@@ -319,6 +331,18 @@ def run_query(path: str, sql: str, limits: Limits) -> tuple[list[Row], int]:
     return _rows(_database(os.path.realpath(path), limits.heap_bytes is not None), sql, limits)
 
 
+def _gold_alone(path: str, sql: str, limits: Limits, memory_mb: int) -> list[str] | None:
+    """Run a gold query by itself (`SqlMatch.overran`): None where it gives its rows within
+    `limits`, else ``[kind, what it did]``. Plain data: it comes back from a worker as JSON."""
+    if in_worker():
+        limits = dataclasses.replace(limits, heap_bytes=memory_mb << 20)
+    try:
+        run_query(path, sql, limits)
+    except QueryError as exc:
+        return [exc.kind, exc.message]
+    return None
+
+
 # --- comparing results --------------------------------------------------------------------
 
 
@@ -491,10 +515,12 @@ class SqlMatch(CheckReward):
     one statement, each value at most `max_value_bytes`, stopped at `timeout` (a ``WITH
     RECURSIVE`` that never ends), at most `max_rows` rows and `max_result_mb` of them. One that
     fails, is refused, runs past `timeout` or returns too much scores 0, the reason giving
-    SQLite's error. A gold query that does any of these is a Failure (``not_applicable``,
-    ``timeout``), never a 0. It runs in a worker process by default, killed at its deadline
+    SQLite's error. A gold query that does any of these is a Failure (``not_applicable``),
+    never a 0. It runs in a worker process by default, killed at its deadline
     (``2 * timeout + 5`` s), with SQLite's heap capped at `memory_mb`: some SQLite functions
-    spin in C where the `timeout` check cannot reach.
+    spin in C where the `timeout` check cannot reach. A check stopped there is the policy's
+    query past its limit (0, the reason), unless the gold query run alone does not give its
+    rows within its own limit (``not_applicable``).
 
     Attributes:
         order: ``ignore`` (BIRD: the rows as sets; order and duplicates do not count) or
@@ -526,6 +552,35 @@ class SqlMatch(CheckReward):
         order: ignore
         timeout: 5
         ```
+
+    Scores:
+        ````yaml
+        files:
+          data/bird/dev_databases/shop/shop.sqlite:
+            sql: |
+              CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT, country TEXT);
+              INSERT INTO customers VALUES (1, 'Ada', 'UK'), (2, 'Linus', 'FI'), (3, 'Grace', 'US'),
+                                           (4, 'Alan', 'UK');
+        rollouts:
+          - prompt: Which customers live in the UK?
+            completion: |-
+              ```sql
+              SELECT name FROM customers WHERE country = 'UK' ORDER BY name DESC;
+              ```
+            reference: {db_id: shop, SQL: "SELECT name FROM customers WHERE country = 'UK'"}
+            value: 1.0
+          - prompt: Which customers live in the UK?
+            completion: |-
+              ```sql
+              SELECT id, name FROM customers WHERE country = 'UK';
+              ```
+            reference: {db_id: shop, SQL: "SELECT name FROM customers WHERE country = 'UK'"}
+            value: 0.0
+          - prompt: Which customers live in the UK?
+            completion: DELETE FROM customers WHERE country <> 'UK'
+            reference: {db_id: shop, SQL: "SELECT name FROM customers WHERE country = 'UK'"}
+            value: 0.0
+        ````
     """
 
     default_run_in: ClassVar[RunIn] = "process"  # SQLite's functions can spin in C
@@ -546,6 +601,10 @@ class SqlMatch(CheckReward):
     _paths: dict[tuple[str, bool, str], str] = field(
         init=False, repr=False, compare=False, default_factory=dict
     )
+    # (database, its state, gold query) -> what the gold query did alone (`overran`)
+    _alone: dict[tuple[Any, ...], list[str] | None] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
 
     def __post_init__(self) -> None:
         if not self.timeout > 0:
@@ -562,6 +621,7 @@ class SqlMatch(CheckReward):
             )
         self._cache = _GoldCache()
         self._paths = {}
+        self._alone = {}
 
     def needs(self) -> frozenset[Need]:
         """The gold query."""
@@ -617,6 +677,62 @@ class SqlMatch(CheckReward):
         same, why = rows_match(rows, gold, self.order, self.rel_tol, self.abs_tol)
         return Score(value=1.0 if same else 0.0, reason=why)
 
+    # -- a check past the reward's deadline: whose fault it was
+
+    def score_sync(self, rollout: Rollout) -> Score:
+        return self.overran(rollout, super().score_sync(rollout))
+
+    async def score_batch(
+        self, rollouts: Sequence[Rollout], *, concurrency: int | None = None
+    ) -> list[Score]:
+        scores = await super().score_batch(rollouts, concurrency=concurrency)
+        if self.is_sync or not any(map(_past_deadline, scores)):  # sync: `score_sync` decided
+            return scores
+        loop = asyncio.get_running_loop()  # the gold query alone waits: not on the loop
+        return await loop.run_in_executor(None, list, map(self.overran, rollouts, scores))
+
+    def overran(self, rollout: Rollout, score: Score) -> Score:
+        """`score`, or where it is the check run past the reward's deadline (a spin in C
+        inside one of SQLite's functions, where ``timeout`` cannot reach), whose fault that
+        was: the policy's query's (0, the reason), unless the gold query alone does not give
+        its rows within its limits (``not_applicable`` naming it). See the module's docstring.
+        """
+        if in_worker() or not _past_deadline(score):
+            return score
+        try:
+            gold_sql, path, _ = self._task(rollout.reference)
+            stamp = os.stat(path)
+            key = (path, stamp.st_ino, stamp.st_size, stamp.st_mtime_ns, gold_sql)
+            if key not in self._alone:
+                if len(self._alone) >= _GOLD_ENTRIES:
+                    self._alone.clear()
+                self._alone[key] = self._gold_alone(path, gold_sql)
+            said = self._alone[key]
+        except (RewardError, OSError):  # not decided (no worker, no file): as it was
+            return score
+        if said is not None:
+            return Score.failed(
+                "not_applicable", f"the gold query on {path!r} {said[1]}", self.name
+            )
+        why = score.failure.message if score.failure is not None else score.reason
+        reason = f"the query ran past its limit ({clip_text(why or '', 300)})"
+        if score.value is None:
+            return Score(value=0.0, reason=reason)
+        return dataclasses.replace(score, value=0.0, reason=reason)  # already a verdict
+
+    def _gold_alone(self, path: str, sql: str) -> list[str] | None:
+        """What the gold query does alone, under ``timeout`` and a second, where the check
+        runs: in a worker, killed past it; else in a thread, left past it."""
+        seconds = self.timeout + _GOLD_ALONE_GRACE
+        args = (path, sql, self.limits(), self.memory_mb)
+        try:
+            if self.runs_in == "process":
+                said: list[str] | None = pool().call(_gold_alone, args, seconds)
+                return said
+            return run_in_thread(lambda a: _gold_alone(*a), args, seconds, self.name)
+        except VerifierTimeout:
+            return ["timeout", f"ran past its limit: not done within {seconds:g}s"]
+
     def _gold_rows(self, db: _Database, sql: str, limits: Limits) -> list[Row]:
         """The gold query's rows (cached by database state and query: a group shares one);
         a Failure, never a score, when it gives none."""
@@ -629,11 +745,8 @@ class SqlMatch(CheckReward):
             except QueryError as exc:
                 gold = _Gold(None, exc, 0)
             self._cache.put(key, gold)
-        if gold.error is not None:
-            message = f"the gold query on {db.path!r} {gold.error.message}"
-            if gold.error.kind == "timeout":
-                raise VerifierTimeout(message)
-            raise NotApplicable(message)
+        if gold.error is not None:  # the reference's fault, past its limits too: never a 0
+            raise NotApplicable(f"the gold query on {db.path!r} {gold.error.message}")
         assert gold.rows is not None  # (no error: rows)
         return gold.rows
 
@@ -692,6 +805,15 @@ class SqlMatch(CheckReward):
         if not isinstance(db, str) or not db:
             raise NotApplicable(f"reference db must be a path, got {short(db)}")
         return db
+
+
+def _past_deadline(score: Score) -> bool:
+    """Whether `score` is a check run past the reward's deadline: a ``timeout`` Failure, or
+    that as the policy's verdict (`Score.fault`). The check itself gives neither: its own
+    limits end in a score or in ``not_applicable``."""
+    if score.failure is not None:
+        return score.failure.type == "timeout"
+    return getattr(score, "fault", None) == "timeout"
 
 
 def _confined(db: str, root: str) -> str:

@@ -55,7 +55,7 @@ class _Extracting(CheckReward):
         pattern: A regex (Python syntax, DOTALL) whose last match is the answer: its first
             group, or the whole match when it has none; wins over `extract`. It runs on RE2,
             in time linear in the text, unless it needs backtracking; then a match that runs
-            past 2 s is a ``timeout`` Failure.
+            past 2 s scores 0 with the reason (``fault: timeout``).
     """
 
     default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded
@@ -92,6 +92,24 @@ class ExactMatch(_Extracting):
         type: exact_match
         extract: answer_tag
         normalize: text
+        ```
+
+    Scores:
+        ```yaml
+        - prompt: What is the capital of France? Answer in <answer></answer> tags.
+          completion: |-
+            France's capital is on the Seine.
+            <answer>paris</answer>
+          reference: Paris
+          value: 1.0
+        - prompt: What is the capital of France? Answer in <answer></answer> tags.
+          completion: <answer>Lyon</answer>
+          reference: Paris
+          value: 0.0
+        - prompt: What is the capital of France? Answer in <answer></answer> tags.
+          completion: Paris, of course.
+          reference: Paris
+          value: 0.0
         ```
     """
 
@@ -138,6 +156,22 @@ class Contains(_Extracting):
         reference_key: city
         normalize: text
         ```
+
+    Scores:
+        ```yaml
+        - prompt: Where is the meeting? End with the city on a line of its own.
+          completion: |-
+            The invitation names the venue.
+            New York City
+          reference: {city: new york}
+          value: 1.0
+        - prompt: Where is the meeting? End with the city on a line of its own.
+          completion: |-
+            It was in New York last year.
+            Boston
+          reference: {city: new york}
+          value: 0.0
+        ```
     """
 
     value: str | None = None
@@ -176,8 +210,8 @@ class Regex(CheckReward):
     Attributes:
         regex: The regular expression (Python `re` syntax and meaning). It runs on RE2, in
             time linear in the text, unless it needs backtracking (backreferences,
-            lookaround, ...); then a match that runs past 2 s is a ``timeout`` Failure. See
-            `referee.verifiers.patterns`.
+            lookaround, ...); then a match that runs past 2 s scores 0 with the reason
+            (``fault: timeout``). See `referee.verifiers.patterns`.
         mode: ``search`` finds it anywhere; ``fullmatch`` requires the whole text to match.
         flags: Regex flags, any of ``IGNORECASE``, ``DOTALL`` (``.`` matches a newline too)
             and ``MULTILINE`` (``^`` and ``$`` match at every line).
@@ -189,6 +223,21 @@ class Regex(CheckReward):
         type: regex
         regex: '^Final answer: [A-D]$'
         flags: [MULTILINE]
+        ```
+
+    Scores:
+        ```yaml
+        - prompt: Is a reaction that releases heat (A) endothermic or (B) exothermic?
+          completion: |-
+            The reaction releases heat, so it is exothermic.
+            Final answer: B
+          value: 1.0
+        - prompt: Is a reaction that releases heat (A) endothermic or (B) exothermic?
+          completion: "Final answer: B, because it releases heat"
+          value: 0.0
+        - prompt: Is a reaction that releases heat (A) endothermic or (B) exothermic?
+          completion: "final answer: b"
+          value: 0.0
         ```
     """
 
@@ -251,6 +300,23 @@ class Format(CheckReward):
         ```yaml
         type: format
         preset: think_answer
+        ```
+
+    Scores:
+        ```yaml
+        - prompt: 'What is 17 * 3? Think in <think></think>, then answer in <answer></answer>.'
+          completion: |-
+            <think>17 * 3 = 51</think>
+            <answer>51</answer>
+          value: 1.0
+        - prompt: 'What is 17 * 3? Think in <think></think>, then answer in <answer></answer>.'
+          completion: |-
+            <answer>51</answer>
+            <think>17 * 3 = 51</think>
+          value: 0.0
+        - prompt: 'What is 17 * 3? Think in <think></think>, then answer in <answer></answer>.'
+          completion: <think>17 * 3</think><think>= 51</think><answer>51</answer>
+          value: 0.0
         ```
     """
 

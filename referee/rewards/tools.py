@@ -277,6 +277,54 @@ class ToolCallMatch(CheckReward):
         order: any
         scoring: fraction
         ```
+
+    Scores:
+        ```yaml
+        - prompt: Find the area of a triangle with base 10 and height 5, and convert 5 km to miles.
+          metadata: &tools
+            tools:
+              - type: function
+                function:
+                  name: triangle_area
+                  parameters:
+                    type: object
+                    required: [base, height]
+                    properties: {base: {type: number}, height: {type: number}, unit: {type: string}}
+              - type: function
+                function:
+                  name: convert_length
+                  parameters:
+                    type: object
+                    required: [value, from_unit, to_unit]
+                    properties:
+                      value: {type: number}
+                      from_unit: {type: string}
+                      to_unit: {type: string}
+          completion:
+            - role: assistant
+              content: ""
+              tool_calls:
+                - id: c1
+                  name: convert_length
+                  arguments: '{"value": 5, "from_unit": "km", "to_unit": "miles"}'
+                - {id: c2, name: triangle_area, arguments: '{"base": 10, "height": 5}'}
+          reference: &calls
+            - triangle_area: {base: [10], height: [5], unit: [units, ""]}
+            - convert_length: {value: [5], from_unit: [km, kilometers], to_unit: [miles, mi]}
+          value: 1.0
+        - prompt: Find the area of a triangle with base 10 and height 5, and convert 5 km to miles.
+          metadata: *tools
+          completion:
+            - role: assistant
+              content: ""
+              tool_calls:
+                - {id: c1, name: triangle_area, arguments: '{"base": 5, "height": 10}'}
+                - id: c2
+                  name: convert_length
+                  arguments: '{"value": 5, "from_unit": "km", "to_unit": "mi"}'
+          reference: *calls
+          value: 0.3333333333333333
+        ```
     """
 
     default_run_in: ClassVar[RunIn] = "inline"  # its cost is bounded

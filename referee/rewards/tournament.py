@@ -165,6 +165,32 @@ class PairwiseTournament(JudgeOptions, GroupRewardBase):
         aggregate: bradley_terry
         max_comparisons: 56
         ```
+
+    Scores:
+        ```yaml
+        needs: [judge]
+        judge:
+          # Every pair in both orders: the judge prefers the exact answer, then the shorter one.
+          - {shown: [x = 4 or x = -4, x = 4], reply: '{"better": "A"}'}
+          - {shown: [x = 4, x = 4 or x = -4], reply: '{"better": "B"}'}
+          - {shown: [x = 4 or x = -4, x = 16], reply: '{"better": "A"}'}
+          - {shown: [x = 16, x = 4 or x = -4], reply: '{"better": "B"}'}
+          - {shown: [x = 4, x = 16], reply: '{"better": "A"}'}
+          - {shown: [x = 16, x = 4], reply: '{"better": "tie"}'}
+        rollouts:
+          - prompt: Solve x^2 = 16.
+            completion: x = 4 or x = -4
+            group: quadratic
+            value: 0.8937880405546581
+          - prompt: Solve x^2 = 16.
+            completion: x = 4
+            group: quadratic
+            value: 0.41955542972229387
+          - prompt: Solve x^2 = 16.
+            completion: x = 16
+            group: quadratic
+            value: 0.186656529723048
+        ```
     """
 
     criterion: str = PairwiseJudge.criterion

@@ -24,15 +24,16 @@ combination's ``on_failure: omit | fail | value`` (with ``failure_value``): it s
 with a `FutureWarning` naming the file, the key and the new spelling.
 
 Any reward or combination may also take ``scale``, ``offset`` and ``clip: [low, high]``, and
-``deadline``: the seconds one rollout may take through it before it is stopped and scores
-``Failure("timeout")`` (default `referee.deadline.DEFAULT_TIMEOUT` per reward, or one derived
-from the type's own options: see `RewardBase.default_deadline`). A combination's ``deadline``
-bounds the whole of a rollout's inline scoring; its components must then all be sync. A
-reward's ``run_in: inline | thread | process`` says where its check runs
+``deadline``: the seconds one rollout may take through it before it is stopped (default
+`referee.deadline.DEFAULT_TIMEOUT` per reward, or one derived from the type's own options: see
+`RewardBase.default_deadline`); a sync check then scores 0 with the reason
+(``fault: timeout``, the policy's verdict), an async reward (a judge) ``Failure("timeout")``.
+A combination's ``deadline`` bounds the whole of a rollout's inline scoring; its components
+must then all be sync. A reward's ``run_in: inline | thread | process`` says where its check runs
 (`referee.workers.RunIn`; only a check type can run in a thread or a process). ``timeout`` is
 a type's own option where the type declares one (``math_answer``, the code rewards, a judge's
 client); elsewhere it is the deprecated spelling of ``deadline`` and loads with a
-`FutureWarning`.A component
+`FutureWarning`. A component
 written as a bare string is a type with default options (``valid: json_valid``).
 Options ending in ``_file`` that hold relative paths resolve against the spec file's folder,
 as does the file a ``python`` reward names (``function: rewards.py:my_check``); a type that

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Literal, get_args
 
@@ -83,7 +84,8 @@ class RewardKeys(BaseModel):
     description: Any = None
     """Free text for people; the loader ignores it."""
     deadline: PositiveFloat | None = None
-    """Seconds one rollout may take through it before it scores ``Failure("timeout")``."""
+    """Seconds one rollout may take through it: past it a sync check scores 0
+    (``fault: timeout``), an async reward (a judge) ``Failure("timeout")``."""
     run_in: RunIn = "inline"
     """Where its check runs: ``inline``, ``thread`` or ``process`` (check types only)."""
     timeout: PositiveFloat | None = Field(
@@ -325,7 +327,9 @@ def _type_schema(
     if "properties" not in options:  # a validator of the whole type takes any shape
         out["additionalProperties"] = True
     if options.get("description"):
-        out["description"] = options["description"]
+        # The docstring, less its scoring example (rollouts and values: the docs page's, not
+        # an editor's tooltip).
+        out["description"] = re.split(r"\n\s*Scores:\s*\n", options["description"])[0].rstrip()
     own = {n for n, f in fields.items() if f.init and n != "name"}
     judge = "client" in own and issubclass(cls, JudgeOptions)
     if judge:  # the client's options flat beside the reward's own, or under `client`

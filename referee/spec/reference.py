@@ -4,9 +4,10 @@ Both come from the type itself, so they cannot drift from it: an option's type, 
 whether it is required come from the JSON Schema the loader's validation gives
 (`referee.spec.model.json_schema`); its meaning, the type's description and its example spec
 come from the class docstring (Google style: a summary line, paragraphs, an ``Attributes:``
-section and an ``Example:`` section holding a fenced YAML spec). An option a class does not
-document is looked up in its bases' docstrings (a judge's ``client`` in `JudgeOptions`) and, for
-a judge's flat client options, in `JudgeClient`'s.
+section and an ``Example:`` section holding a fenced YAML spec, then a ``Scores:`` section
+holding the rollouts that spec scores and their values: `referee.spec.examples`). An option a
+class does not document is looked up in its bases' docstrings (a judge's ``client`` in
+`JudgeOptions`) and, for a judge's flat client options, in `JudgeClient`'s.
 
 A plugin's type gets the same page from the same conventions.
 """
@@ -25,6 +26,7 @@ from referee.judges.options import CLIENT_OPTIONS, JudgeOptions
 from referee.registry import lookup, registered_types
 from referee.rewards import runs_where
 from referee.rewards.fields import FieldRule
+from referee.spec.examples import ScoringExample
 
 __all__ = [
     "COMMON_KEYS",
@@ -40,7 +42,7 @@ __all__ = [
 COMMON_KEYS: Final = ("name", "description", "deadline", "run_in", "scale", "offset", "clip")
 _ADDED: Final = frozenset({"deadline", "timeout", "run_in"})  # added by the spec model
 _SECTION = re.compile(r"^(Attributes|Args|Arguments|Example|Examples|Note|Notes|Raises|Returns"
-                      r"|See Also|Warning|Warnings):\s*$")  # fmt: skip
+                      r"|Scores|See Also|Warning|Warnings):\s*$")  # fmt: skip
 _ENTRY = re.compile(r"^(?P<names>\w+(?:\s*,\s*\w+)*)(?:\s*\([^)]*\))?:\s*(?P<text>.*)$")
 # Option values that are mappings of their own, by their schema definition's name: documented
 # under the type's options. (A nested reward or a judge's client is documented elsewhere.)
@@ -85,6 +87,8 @@ class TypeReference:
     """``module.Class``."""
     plugin: bool
     nested: tuple[Nested, ...] = ()
+    scores: ScoringExample | None = None
+    """The rollouts the example spec scores and their values, from the ``Scores:`` section."""
 
     def markdown(self, *, heading: int = 1, specs_guide: str | None = None) -> str:
         """The reference as Markdown (the docs page; `referee types NAME` renders it).
@@ -108,6 +112,8 @@ class TypeReference:
         out += [f"Every reward also takes {common} (see {guide}).", ""]
         if self.example:
             out += [f"{h}# Example", "", "```yaml", self.example.rstrip(), "```", ""]
+        if self.scores:
+            out += self.scores.markdown(f"{h}#")
         return "\n".join(out)
 
 
@@ -205,6 +211,7 @@ def type_reference(name: str) -> TypeReference:
         runs=runs_where(cls),
         options=tuple(options),
         example=_example(sections.get("Example") or sections.get("Examples")),
+        scores=_scores(sections.get("Scores"), name),
         defined_in=f"{cls.__module__}.{cls.__qualname__}",
         plugin=not cls.__module__.startswith("referee."),
         nested=tuple(_nested(properties.values(), defs)),
@@ -290,6 +297,18 @@ def _example(body: str | None) -> str | None:
         return None
     match = re.search(r"```ya?ml\n(.*?)```", body, re.S)
     return inspect.cleandoc(match.group(1)) + "\n" if match else None
+
+
+def _scores(body: str | None, name: str) -> ScoringExample | None:
+    """The ``Scores:`` section's fenced YAML, parsed (ValueError naming the type if it is not a
+    scoring example)."""
+    if not body:
+        return None
+    # A longer fence may hold completions with fenced code of their own (````yaml).
+    match = re.search(r"^\s*(`{3,})ya?ml\n(.*?)\n\s*\1\s*$", body, re.S | re.M)
+    if match is None:
+        raise ValueError(f"{name}: its docstring's Scores: section holds no ```yaml block")
+    return ScoringExample.parse(inspect.cleandoc(match.group(2)) + "\n", name)
 
 
 def _plain(text: str) -> str:

@@ -11,8 +11,9 @@ main interpreter: inside a trainer's thread pool or an async reward loop it rais
   milliseconds). ``math_answer`` itself runs in those workers (its ``run_in`` is
   ``process``), so there its checks run in a worker's main thread.
 
-Either way a check that runs out of time raises `VerifierTimeout`, which the reward reports
-as a ``timeout`` Failure, never as a wrong answer.
+Either way a check that runs out of time raises `VerifierTimeout`, which the reward scores 0
+with the reason (``fault: timeout``): the answer made it spin, the policy's verdict, never a
+masked Failure (docs/threat-model.md, "Blame").
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ find the inputs that make a backtracking engine take exponential time (``^(a+)+$
 ``"a" * 34 + "!"``). `compile_pattern` keeps Python's `re` syntax and meaning, and runs the
 pattern on RE2 (``google-re2``), whose time is linear in the text, wherever RE2 can express
 it. The rest runs on the `regex` module with a timeout, so that a runaway match is stopped and
-reported as `VerifierTimeout` (``Failure("timeout")``) for that rollout alone.
+reported as `VerifierTimeout` for that rollout alone (which a check scores 0 with the reason,
+``fault: timeout``: the policy's verdict, docs/threat-model.md, "Blame").
 
 What falls back to `regex`, and why (RE2 guarantees linear time by having no backtracking,
 so it has nothing that needs it):

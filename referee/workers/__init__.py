@@ -6,9 +6,10 @@ regex, ``9**9**9**9``, a C extension's loop) never reaches one, and no other thr
 process runs until it returns: the training step, or `referee serve`, stalls with it. So a
 reward that runs code referee did not write (your ``@referee.reward`` functions and
 `CheckReward` classes, reasoning-gym's scorers) runs in a worker process here, and at its
-deadline the worker is killed: that rollout gets ``Failure("timeout")`` with the time it took,
-the rest of the batch is scored, and nothing keeps burning CPU. Where a reward runs is its
-``run_in`` (`RunIn`); `referee types` lists each built-in's.
+deadline the worker is killed: that rollout scores 0 with the reason (the time it took;
+`Score.fault` ``timeout``: the policy's verdict, never a masked Failure, docs/threat-model.md,
+"Blame"), the rest of the batch is scored, and nothing keeps burning CPU. Where a reward runs
+is its ``run_in`` (`RunIn`); `referee types` lists each built-in's.
 
 The pool (`WorkerPool`, one per process, `pool()`):
 
@@ -30,11 +31,14 @@ The pool (`WorkerPool`, one per process, `pool()`):
   rollout is running and since when. The reward is sent once per worker, not per chunk.
 - **Deadlines.** Inside the worker each rollout also runs under the in-process deadline, which
   stops a Python loop and keeps the worker. Past a rollout's deadline plus `GRACE` with no
-  answer, the parent kills the worker's process group: that rollout gets
-  ``Failure("timeout")``, and the rest of its chunk goes on in another worker.
+  answer, the parent kills the worker's process group: that rollout scores 0 with the reason
+  (``fault: timeout``; ``Failure("timeout")`` where the reward's ``overrun_blame`` is
+  ``infrastructure``), and the rest of its chunk goes on in another worker.
 - **A worker that dies** (a segfault, the OOM killer, ``os._exit``) while scoring a rollout:
-  that rollout is scored again alone in a fresh worker, once; if that worker dies too, it gets
-  ``Failure("error")`` naming the signal or exit status. One bad rollout costs only itself.
+  that rollout is scored again alone in a fresh worker, once; if that worker dies too, it
+  scores 0 with a reason naming the signal or exit status (``fault: crash``: the rollout did
+  it). A worker that cannot start is ``Failure("error")``, the infrastructure's. One bad
+  rollout costs only itself.
 - **Answers are data.** A worker answers in JSON (`Score.to_dict`), never pickle: the code it
   runs sees the policy's text (a reward that ``eval``s it), and what it sends cannot run code
   in the parent. Answers are capped (`MAX_REPLY_BYTES`). A worker is a deadline boundary, not

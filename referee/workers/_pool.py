@@ -93,8 +93,10 @@ class WorkerPool:
     def score(self, reward: Scorable, rollouts: Sequence[Rollout]) -> list[Score]:
         """One Score per rollout, scored by `reward` in the workers; blocks.
 
-        A rollout past ``reward.deadline_seconds`` gets ``Failure("timeout")``; a reward that
-        cannot be sent to a worker gives every rollout ``Failure("error")`` saying why.
+        A rollout past ``reward.deadline_seconds`` scores 0 with the reason (``fault:
+        timeout``, the policy's verdict; ``Failure("timeout")`` where the reward's
+        ``overrun_blame`` is ``infrastructure``); a reward that cannot be sent to a worker
+        gives every rollout ``Failure("error")`` saying why.
         """
         if not rollouts:
             return []
@@ -287,7 +289,8 @@ class WorkerPool:
                 worker = self._take()
             except Exception as exc:
                 message = f"{reward.name}: cannot start a worker process ({exc})"
-                return out + [Score.failed("error", message, reward.name)] * (len(chunk) - len(out))
+                failed = Score.failed("error", message, reward.name, "infrastructure")
+                return out + [failed] * (len(chunk) - len(out))
             alone = retried
             todo = chunk[len(out) : len(out) + 1] if alone else chunk[len(out) :]
             try:
@@ -298,20 +301,21 @@ class WorkerPool:
                 if unstarted <= _UNSTARTED_TRIES:
                     continue
                 message = f"{reward.name}: no worker process would take the rollouts ({exc})"
-                return out + [Score.failed("error", message, reward.name)] * (len(chunk) - len(out))
+                failed = Score.failed("error", message, reward.name, "infrastructure")
+                return out + [failed] * (len(chunk) - len(out))
             except _WorkerDied as exc:
                 self._lost(worker)
                 if not alone:
                     retried = True  # the rollout it died on: once more, alone
                     continue
-                out.append(
-                    Score.failed(
-                        "error",
-                        f"{reward.name}: the worker process died scoring this rollout "
-                        f"({exc}), twice",
-                        reward.name,
-                    )
+                # Alone, in a fresh worker, twice: what killed it was this rollout.
+                message = (
+                    f"{reward.name}: the worker process died scoring this rollout ({exc}), twice"
                 )
+                if _blame(reward) == "policy":
+                    out.append(Score.policy_fault("crash", message))
+                else:
+                    out.append(Score.failed("error", message, reward.name))
                 retried = False
                 continue
             retried = False
@@ -376,14 +380,14 @@ class WorkerPool:
             now = time.monotonic()
             if answer is None:
                 worker.kill()
-                out.append(
-                    Score.failed(
-                        "timeout",
-                        f"{reward.name} ran past its deadline: its worker process was killed "
-                        f"after {now - start:.2f}s (limit {deadline:g}s)",
-                        reward.name,
-                    )
+                message = (
+                    f"{reward.name} ran past its deadline: its worker process was killed "
+                    f"after {now - start:.2f}s (limit {deadline:g}s)"
                 )
+                if _blame(reward) == "policy":  # its check spun on the policy's output
+                    out.append(Score.policy_fault("timeout", message))
+                else:
+                    out.append(Score.failed("timeout", message, reward.name))
                 return True
             if not isinstance(answer, dict) or "reward" not in answer:
                 raise _WorkerDied(f"it sent {str(answer)[:100]!r}, not a score")
@@ -399,6 +403,12 @@ class WorkerPool:
             _send_frame(worker.to_worker, payload)
         except OSError:
             raise _NotStarted(worker.how_it_ended()) from None
+
+
+def _blame(reward: Scorable) -> str:
+    """Whose fault a check past its deadline (or a worker it killed) is: the policy's unless
+    the reward says otherwise (`CheckReward.overrun_blame`)."""
+    return str(getattr(reward, "overrun_blame", "policy"))
 
 
 def _raised(kind: str, message: str) -> Exception:

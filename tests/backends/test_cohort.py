@@ -63,7 +63,7 @@ def test_groups_do_not_mix_and_a_short_group_is_scored_at_its_timeout(
     assert "group 'a' scored with 2 of 3 members after 0.3 s" in caplog.text
 
 
-def test_a_copy_after_the_fact_gets_its_twins_score_and_a_straggler_is_scored_alone() -> None:
+def test_a_copy_after_the_fact_gets_its_twins_score_and_a_straggler_is_compared() -> None:
     ranker = Ranker()
     cohorts = Cohorts(ranker, timeout=30)
 
@@ -74,8 +74,20 @@ def test_a_copy_after_the_fact_gets_its_twins_score_and_a_straggler_is_scored_al
         return copy, straggler
 
     copy, straggler = asyncio.run(run())
+    # The straggler is ranked among the members its group was scored with (it was paid 0.5,
+    # "all identical", alone: issue 44).
     assert copy.value == 1.0 and straggler.value == 0.5
-    assert ranker.calls == [["x", "xxx"], ["xx"]]
+    assert ranker.calls == [["x", "xxx"], ["x", "xxx", "xx"]]
+
+
+def test_a_lone_member_is_masked_never_paid_the_middle() -> None:
+    ranker = Ranker()
+    cohorts = Cohorts(ranker, timeout=0.2)
+    [lone] = [asyncio.run(cohorts.submit(member("whatever it wrote", "solo"), 4))]
+    assert lone.value is None and lone.failure is not None
+    assert lone.failure.type == "not_applicable" and lone.failure.blame == "infrastructure"
+    assert "only 1 of 4 members" in lone.failure.message
+    assert ranker.calls == []  # the reward was never asked to compare one attempt
 
 
 def test_a_scorer_that_refuses_is_heard_by_every_member() -> None:
@@ -107,4 +119,4 @@ def test_join_says_how_many_members_a_group_was_scored_with() -> None:
         late = await cohorts.join(member("yyy", "b"), 3)  # its group closed without it
         return [n for _, n in (*whole, *short, late)]
 
-    assert asyncio.run(run()) == [2, 2, 2, 2, 1]
+    assert asyncio.run(run()) == [2, 2, 2, 2, 3]  # the straggler: compared with the two

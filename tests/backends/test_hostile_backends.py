@@ -123,7 +123,7 @@ def test_trl(name: str, label: str) -> None:
     [value] = guarded(call)
     assert value is None or math.isfinite(value)  # None: TRL's NaN, masked out of the mean
     if (name, label) in STUCK:
-        assert value is None
+        assert value == 0.0  # its output made the check spin: the policy's verdict, not masked
 
 
 @pytest.mark.parametrize(("name", "label"), CASES, ids=IDS)
@@ -132,8 +132,8 @@ def test_verl_compute_score(name: str, label: str) -> None:
     result = guarded(lambda: rv.compute_score("x", INPUTS[label], REFERENCE.get(name), spec=reward))
     assert math.isfinite(result["score"])  # verl's reward tensor takes a number
     assert result["referee_failed"] in (0.0, 1.0)
-    if (name, label) in STUCK:
-        assert result["referee_failed"] == 1.0 and result["score"] == rv.DEFAULT_FAILURE_VALUE
+    if (name, label) in STUCK:  # the policy's verdict (issue 44): 0, and no failure flagged
+        assert result["referee_failed"] == 0.0 and result["score"] == 0.0
 
 
 @pytest.mark.parametrize(("name", "label"), CASES, ids=IDS)
@@ -143,5 +143,5 @@ def test_http_server(servers: dict[str, str], name: str, label: str) -> None:
     assert (score["reward"] is None) == (score["failure"] is not None)
     if score["failure"] is not None:
         assert score["failure"]["type"] in {"timeout", "not_applicable"}, score["failure"]
-    if (name, label) in STUCK:
-        assert score["failure"]["type"] == "timeout"
+    if (name, label) in STUCK:  # the policy's verdict (issue 44): 0 with the reason
+        assert score["reward"] == 0.0 and score["fault"] == "timeout", score

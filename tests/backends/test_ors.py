@@ -28,6 +28,7 @@ pytest.importorskip(
 
 import referee
 from referee import CheckReward, Rollout, Score
+from referee.backends.contract import WITHHELD
 from referee.backends.ors import OpenRewardEnvironment, TaskSet, environment_name
 from referee.backends.ors.wire import _pieces, dumps, tool_result
 from referee.backends.service import Service
@@ -43,17 +44,20 @@ SID = {"X-Session-ID": "s-1"}
 @dataclass(kw_only=True)
 class Slow(CheckReward):
     """1.0 for the answer "yes", else 0.0, after `delay` seconds; its reason `reason_chars`
-    long (spaces in it, to cross the SSE chunks)."""
+    long, and `parts` components (a long result, to cross the SSE chunks)."""
 
     delay: float = 0.0
     reason_chars: int = 10
+    parts: int = 0
     name: str = "slow"
     run_in = "inline"
 
     def check(self, rollout: Rollout) -> Score:
         time.sleep(self.delay)
         reason = ("ok " * self.reason_chars)[: self.reason_chars]
-        return Score(value=float(rollout.completion_text == "yes"), reason=reason)
+        parts = {f"part {i:05d}": 0.5 for i in range(self.parts)}
+        return Score(value=float(rollout.completion_text == "yes"), reason=reason,
+                     components=parts)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -156,12 +160,46 @@ def test_the_reward_is_the_number_score_gives(
     (want,) = post(f"{server}/score", {"rollouts": [rollout]})["scores"]
     assert out.finished is True
     assert out.reward == want["reward"]  # the same number, or the same null
-    assert out.metadata == want  # the whole score: components, reason, failure
+    # The whole score: components, failure kind and blame; its texts withheld (they can quote
+    # the task's reference, the server's secret: issue 44).
+    assert out.metadata == withheld_view(want)
     assert [b.text for b in out.blocks] == ["Your answer was submitted."]
     if task_id == "mul":
         assert prompt_block.text == "What is 3*3?"
     if answer == "no idea":
         assert out.reward is None and out.metadata["failure"]["type"] == "not_applicable"
+
+
+def withheld_view(item: dict[str, Any]) -> dict[str, Any]:
+    """`/score`'s item as ORS's metadata shows it: reason and failure message withheld."""
+    out = dict(item)
+    if out.get("reason"):
+        out["reason"] = WITHHELD
+    if out.get("failure"):
+        out["failure"] = {**out["failure"], "message": WITHHELD}
+    return out
+
+
+SECRET_TASKS = [{"id": "s", "prompt": "The code?", "reference": "SECRET-7731-ALPHA"}]
+
+
+def test_no_text_that_quotes_the_secret_reference_leaves_the_server(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    environment = OpenRewardEnvironment(SECRET_TASKS, env_name="code")
+    spec = referee.load({"type": "exact_match"})
+    with (
+        caplog.at_level("INFO", logger="referee.server"),
+        running(spec, mounts=[environment]) as url,
+    ):
+        http(url, "POST", "/create", {"split": "train", "index": 0}, headers=SID)
+        body = {"name": "submit_answer", "input": {"answer": "no idea"}}
+        stream = http(url, "POST", "/code/call", body, headers=SID)[2]
+    data = "".join(d for e, d in events(stream) if e in ("chunk", "end"))
+    assert "SECRET-7731" not in data  # it was in the reason: "'no idea' != 'SECRET-...'"
+    result = json.loads(data)["output"]
+    assert result["reward"] == 0.0 and result["metadata"]["reason"] == WITHHELD
+    assert "SECRET-7731-ALPHA" in caplog.text  # the server's own log keeps the whole reason
 
 
 def test_a_session_by_split_and_index_reads_its_prompt_as_messages(env: Any) -> None:
@@ -214,7 +252,7 @@ def test_concurrent_calls_score_once() -> None:
 
 def test_a_lost_stream_is_resumed_by_its_task_id_and_long_results_come_in_chunks() -> None:
     environment = OpenRewardEnvironment(TASKS, env_name="answer", ping_interval=0.05)
-    with running(Slow(delay=0.3, reason_chars=10_000), mounts=[environment]) as url:
+    with running(Slow(delay=0.3, parts=2_000), mounts=[environment]) as url:
         http(url, "POST", "/create", {"split": "train", "index": 0}, headers=SID)
         body = {"name": "submit_answer", "input": {"answer": "yes"}}
         stream = http(url, "POST", "/answer/call", body, headers=SID)[2]
@@ -222,7 +260,7 @@ def test_a_lost_stream_is_resumed_by_its_task_id_and_long_results_come_in_chunks
         got = events(stream)
         assert got[0][0] == "task_id" and got[-1][0] == "end" and len(got) > 3
         first = json.loads("".join(data for kind, data in got[1:]))
-        assert first["output"]["metadata"]["reason"] == ("ok " * 10_000)[:10_000]
+        assert len(first["output"]["metadata"]["components"]) == 2_000
         # The client lost it: posting its task id streams the same result, not a new call.
         again = events(http(url, "POST", "/answer/call", {**body, "task_id": got[0][1]},
                             headers=SID)[2])  # fmt: skip

@@ -60,15 +60,21 @@ def test_stuck_requests_fail_at_the_deadline_and_the_server_goes_on(reward: Any)
         # Every slot is taken by a stuck request; a normal one is answered all the same.
         normal = pool.submit(post, url + "/score", one("fine"))
         assert normal.result(timeout=HANG)["scores"][0]["reward"] == 1.0
+        # A sync check that spins on the completion: the policy's verdict, 0 with the
+        # reason (issue 44); an async reward's spin waited on nothing it can blame: a Failure.
+        sync = reward is loops_on_request
         for future in stuck:
             [score] = future.result(timeout=HANG)["scores"]
-            assert score["reward"] is None
-            assert score["failure"]["type"] == "timeout"
-            assert "ran past its deadline" in score["failure"]["message"]
-        # OpenRLHF's endpoint, the same: the failure value, and the failure flagged.
+            if sync:
+                assert score["reward"] == 0.0 and score["fault"] == "timeout"
+                assert score["failure"] is None
+            else:
+                assert score["reward"] is None and score["failure"]["type"] == "timeout"
+            assert "ran past its deadline" in score["reason"]
+        # OpenRLHF's endpoint, the same: 0 (flagged as a failure only where it is one).
         body = post(url + "/get_reward", {"query": ["loop", "fine"]})
         assert body["rewards"] == [0.0, 1.0]
-        assert body["extra_logs"]["referee_failed"] == [1.0, 0.0]
+        assert body["extra_logs"]["referee_failed"] == [0.0 if sync else 1.0, 0.0]
         # Nothing keeps computing after the answers: the stuck checks were stopped.
         before = spins[0]
         time.sleep(0.3)
@@ -98,8 +104,8 @@ def test_requests_spinning_in_c_fail_at_the_deadline_and_the_server_goes_on() ->
         assert normal.result(timeout=HANG)["scores"][0]["reward"] == 1.0
         for future in stuck:
             [score] = future.result(timeout=HANG)["scores"]
-            assert score["failure"]["type"] == "timeout"
-            assert "its worker process was killed" in score["failure"]["message"]
+            assert score["reward"] == 0.0 and score["fault"] == "timeout"  # its verdict
+            assert "its worker process was killed" in score["reason"]
         body = post(url + "/get_reward", {"query": ["loop", "fine"]})
         assert body["rewards"] == [0.0, 1.0]
         again = [pool.submit(post, url + "/score", one("fine")) for _ in range(slots + 1)]

@@ -339,7 +339,7 @@ def test_group_collector_late_copies_stragglers_and_timeouts(
     with caplog.at_level("WARNING", logger="referee.cohort"):
         whole, copy, straggler, partial = asyncio.run(run())
     assert whole == [0.0, 1.0, 0.5] and copy == [0.0]
-    assert straggler == [0.5]  # alone: nothing to rank against
+    assert straggler == [1.0]  # ranked with the group it missed (the longest: 1.0), not alone
     assert partial == [0.0, 1.0]  # scored with what arrived, after the timeout
     assert "group 'h' scored with 2 of 3 members after 0.5 s" in caplog.text
 

@@ -105,8 +105,9 @@ def test_final_answer_deadline_bounds_the_whole_rollout() -> None:
     rollouts = [agent({"role": "assistant", "content": text}) for text in ("ok", "loop")]
     scores = referee.score(reward, rollouts)
     assert scores[0].value == 1.0
-    assert scores[1].failure is not None and scores[1].failure.type == "timeout"
-    assert "final_answer ran past its deadline" in scores[1].failure.message
+    # A sync check past its deadline spun on the policy's output: its verdict, 0 (issue 44).
+    assert scores[1].value == 0.0 and scores[1].failure is None and scores[1].fault == "timeout"
+    assert "final_answer ran past its deadline" in (scores[1].reason or "")
     spec = referee.load({"type": "final_answer", "deadline": 0.2, "reward": {"type": "json_valid"}})
     assert isinstance(spec, FinalAnswer) and spec.deadline_seconds == 0.2
     with pytest.warns(FutureWarning, match="write deadline: 0.2"):  # the old spelling

@@ -353,6 +353,48 @@ def test_io_fraction_and_all() -> None:
     assert referee.score(IoTests(scoring="all"), [make(wrong_one, reference)])[0].value == 0.0
 
 
+# Prints the case's number; sleeps (past any per-case limit here) where the case says "slow".
+SLOW_WHERE_ASKED = (
+    "import time\nkind, n = input().split()\nkind == 'slow' and time.sleep(30)\nprint(n)"
+)
+
+
+def _fast_then_slow(fast: int, slow: int) -> dict[str, Any]:
+    kinds = ["fast"] * fast + ["slow"] * slow
+    return {"cases": [{"stdin": f"{k} {i}\n", "stdout": f"{i}\n"} for i, k in enumerate(kinds)]}
+
+
+def test_io_cases_past_the_rollouts_deadline_fail_and_the_rollout_is_scored() -> None:
+    # Twelve slow cases at 0.5 s do not fit a 4 s deadline: those that cannot start in time
+    # are failed cases, the program's verdict, never Failure("timeout") (a masked sample).
+    reward = referee.load({"type": "io_tests", "timeout": 0.5, "deadline": 4})
+    s = referee.score(reward, [make(SLOW_WHERE_ASKED, _fast_then_slow(2, 12))])[0]
+    assert s.failure is None and s.value == pytest.approx(2 / 14), s
+    assert s.reason is not None and "not run: the rollout's deadline came first" in s.reason
+    assert "case 3: time limit" in s.reason, s.reason
+
+
+@pytest.mark.slow
+def test_io_many_slow_cases_are_the_programs_verdict_not_a_timeout() -> None:
+    # 140 cases at timeout 0.5 whose program sleeps in each: 70 s of cases, past the 65 s
+    # that a deadline behind one case's limit allowed. The rollout's deadline follows its cases.
+    reward = referee.load({"type": "io_tests", "timeout": 0.5})
+    s = referee.score(reward, [make(SLOW_WHERE_ASKED, _fast_then_slow(0, 140))])[0]
+    assert s.failure is None and s.value == 0.0, s
+    assert s.reason is not None and s.reason.startswith("0/140 cases passed; case 1: time limit")
+    assert "not run" not in s.reason  # every case ran, under its own limit
+
+
+def test_io_a_rollouts_deadline_follows_its_cases_and_builds() -> None:
+    one_case = IoTests(timeout=0.5)
+    assert one_case.deadline_seconds == 10 * 0.5 + 60  # a one-case rollout's, as before
+    assert one_case.deadline_for(140) == 10 * 0.5 * 140 + 60
+    assert IoTests(language="cpp", timeout=2).deadline_for(22) == 10 * 2 * 22 + 60 + 30
+    set_by_user = IoTests(timeout=0.5)
+    set_by_user.deadline = 4.0
+    assert set_by_user.deadline_for(140) == 4.0
+
+
 @pytest.mark.parametrize(
     "reference",
     [{"inputs": ["1"], "outputs": []}, {"cases": []}, "not json", 5],

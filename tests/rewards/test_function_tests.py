@@ -446,6 +446,24 @@ def test_a_crash_or_a_loop_fails_its_own_case_alone(language: str) -> None:
 
 
 @needs_sandbox
+def test_cases_past_the_rollouts_deadline_fail_and_the_rollout_is_scored() -> None:
+    # Two quick cases, then twelve that sleep past their 0.5 s: they do not fit a 4 s
+    # deadline, and those that cannot start in time are failed cases (the program's verdict),
+    # never Failure("timeout"), which a trainer masks.
+    reward = referee.load({"type": "function_tests", "timeout": 0.5, "deadline": 4})
+    code = "```python\nimport time\ndef echo(x):\n    x < 0 and time.sleep(30)\n    return x\n```"
+    args = [[1], [2]] + [[-i] for i in range(1, 13)]
+    reference = {"fn_name": "echo", "inputs": args, "outputs": [a[0] for a in args]}
+    [s] = referee.score(reward, [Rollout(prompt="p", completion=code, reference=reference)])
+    assert s.failure is None and s.value == pytest.approx(2 / 14), s
+    assert s.reason is not None and "not run: the rollout's deadline came first" in s.reason
+    assert "case 3: time limit" in s.reason, s.reason
+    # and without a deadline of the user's, a rollout's follows its cases
+    default = referee.load({"type": "function_tests", "timeout": 0.5})
+    assert default.deadline_for(140) == 10 * 0.5 * 140 + 60  # type: ignore[attr-defined]
+
+
+@needs_sandbox
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_a_program_that_does_not_compile_fails_every_case(language: str) -> None:
     s = grade(language, TWO_SUM[language] + ")(\n", apps(NAME[language]))

@@ -182,6 +182,19 @@ def test_a_diff_that_does_not_apply_grades_the_unchanged_workspace(reward: Harbo
     assert "unchanged workspace" in (score.reason or "")
 
 
+def test_a_diff_whose_errors_flood_the_output_still_does_not_apply(reward: HarborTask) -> None:
+    # 24,000 hunks against files that are not there, under max_diff_bytes: git apply and
+    # patch say so in about 7 MiB, past what the exec keeps. The set-up's markers come after
+    # that; the rollout is still the policy's "does not apply" (0), never Failure("sandbox").
+    hunks = "".join(f"--- a/{i}\n+++ b/{i}\n@@ -1 +1 @@\n-x\n+y\n" for i in range(24_000))
+    assert len(hunks) <= reward.max_diff_bytes
+    score = referee.score(reward, [_rollout(hunks, "python-check")])[0]
+    assert score.failure is None and score.value == 0.0, score
+    assert score.components["diff_applied"] == 0.0
+    assert "does not apply" in (score.reason or ""), score.reason
+    assert "unchanged workspace" in (score.reason or "")
+
+
 def test_a_diff_cannot_replace_the_tests_or_plant_a_reward(reward: HarborTask) -> None:
     planted = referee.score(reward, [_rollout(PLANT, "escape")])[0]
     assert planted.components["diff_applied"] == 1.0, planted  # it did apply, at "/"

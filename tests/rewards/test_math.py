@@ -55,10 +55,16 @@ def test_unparsable_reference_is_a_failure() -> None:
 SLOW = r"\boxed{" + "9^{" * 12 + "9" + "}" * 12 + r"}"
 
 
-def test_timeout_in_the_main_thread_is_a_failure() -> None:
+def policy_timeout(score: referee.Score) -> bool:
+    """The policy's verdict for an answer that made the check spin: 0, never a Failure (a
+    trainer would mask it, and the policy would learn to write towers; issue 44)."""
+    return score.value == 0.0 and score.failure is None and score.fault == "timeout"
+
+
+def test_timeout_in_the_main_thread_is_the_policys_zero() -> None:
     reward = MathAnswer(timeout=0.5)
     s = referee.score(reward, [make(SLOW, "2")])[0]
-    assert s.value is None and s.failure is not None and s.failure.type == "timeout"
+    assert policy_timeout(s)
 
 
 def test_works_and_times_out_in_worker_threads() -> None:
@@ -68,8 +74,7 @@ def test_works_and_times_out_in_worker_threads() -> None:
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         results = list(pool.map(lambda r: referee.score(reward, [r])[0], rollouts))
     assert results[0].value == 1.0
-    assert results[1].value is None and results[1].failure is not None
-    assert results[1].failure.type == "timeout"
+    assert policy_timeout(results[1])
 
 
 def test_works_inside_a_running_event_loop_thread() -> None:
@@ -111,8 +116,8 @@ def test_catastrophic_pattern_answers_at_once() -> None:
 def test_backtracking_pattern_times_out_within_the_reward_timeout() -> None:
     reward = MathAnswer(pattern=r"^(a|a)+\1b", timeout=0.5)
     [s] = referee.score(reward, [make("a" * 40 + "!", "3")])
-    assert s.failure is not None and s.failure.type == "timeout"
-    assert "0.5s limit" in s.failure.message
+    assert policy_timeout(s)
+    assert "0.5s limit" in (s.reason or "")
 
 
 def _backtrack(text: str) -> bool:
@@ -166,4 +171,4 @@ def test_inline_math_still_scores_in_the_callers_thread() -> None:
     reward = referee.load({"type": "math_answer", "run_in": "inline", "timeout": 0.5})
     scores = referee.score(reward, [make(r"\boxed{3}", "3"), make(SLOW, "2")])
     assert scores[0].value == 1.0
-    assert scores[1].failure is not None and scores[1].failure.type == "timeout"
+    assert policy_timeout(scores[1])

@@ -341,7 +341,7 @@ def test_it_needs_a_reference_and_a_missing_one_fails_the_total(db: Path) -> Non
         ("SELEC 1", "not_applicable", "syntax error"),
         ("-- nothing", "not_applicable", "is no query"),
         ("WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) "
-         "SELECT COUNT(*) FROM r", "timeout", "timed out after 0.3s"),
+         "SELECT COUNT(*) FROM r", "not_applicable", "timed out after 0.3s"),  # the data's
         ("WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r LIMIT 50) "
          "SELECT x FROM r", "not_applicable", "more than 20 rows (max_rows)"),
     ],
@@ -503,20 +503,52 @@ def test_the_process_path_gives_the_inline_path_number(db: Path) -> None:
     assert got == want
 
 
+# One call of SQLite's printf repeats a character 2e9 times inside one step of its virtual
+# machine, where `timeout` is never checked (3.4 s a call, SQLite 3.40); six in one expression
+# are one step too: only a process kill stops them.
+SPIN = "SELECT " + " + ".join(["length(printf('%.*c', 2000000000, 'x'))"] * 6)
+
+
 @pytest.mark.slow
-def test_a_spin_in_c_is_killed_at_the_deadline(db: Path) -> None:
-    # One call of SQLite's printf repeats a character 2e9 times inside one step of its
-    # virtual machine, where `timeout` is never checked (15 s measured): only a process kill
-    # stops it.
-    reward = SqlMatch(timeout=0.5)
-    reward.deadline = 1.5
-    spin = "SELECT printf('%.*c', 2000000000, 'x')"
-    ref = {"sql": "SELECT 1", "db": str(db)}
+def test_a_query_that_spins_in_c_scores_zero_and_a_gold_one_fails_naming_it(db: Path) -> None:
+    reward = referee.load({"type": "sql_match", "timeout": 0.5, "deadline": 1.5})
+    ref = {"sql": "SELECT name FROM schools WHERE city = 'Austin'", "db": str(db)}
+    right = "SELECT DISTINCT name FROM schools WHERE city = 'Austin'"
     start = time.monotonic()
-    [score, after] = referee.score(reward, [make(spin, ref), make("SELECT 1", ref)])
-    assert time.monotonic() - start < 8.0
-    assert score.failure is not None and score.failure.type == "timeout", score
-    assert after.value == 1.0  # the rest of the batch is scored
+    spun, paid, wrong = referee.score(reward, [make(q, ref) for q in (SPIN, right, "SELECT 42")])
+    assert time.monotonic() - start < 10.0  # killed at the deadline, not after the spin
+    # The policy's query past its limit is its verdict (a masked sample would pay it to spin).
+    assert spun.failure is None and spun.value == 0.0, spun
+    assert spun.reason is not None and spun.reason.startswith("the query ran past its limit")
+    assert (paid.value, wrong.value) == (1.0, 0.0)  # the rest of the batch is scored
+    # The gold query spinning is the reference's fault: a Failure naming it, never a 0.
+    [gold] = referee.score(reward, [make("SELECT 1", {"sql": SPIN, "db": str(db)})])
+    assert gold.value is None and gold.failure is not None, gold
+    assert gold.failure.type == "not_applicable", gold.failure
+    assert "the gold query" in gold.failure.message and str(db) in gold.failure.message
+
+
+@pytest.mark.parametrize("run_in", ["inline", "process"])
+def test_who_ran_past_the_deadline_is_decided_by_the_gold_query_alone(
+    db: Path, run_in: str
+) -> None:
+    # What the deadline machinery hands back for a check past it, by either path: a
+    # Failure("timeout"), or (where the core already calls it the policy's) a 0 with `fault`.
+    reward = SqlMatch(timeout=0.5)
+    reward.run_in = run_in  # type: ignore[assignment]
+    killed = referee.Score.failed("timeout", "its worker process was killed", "sql_match")
+    ok = make("SELECT 1", {"sql": "SELECT name FROM schools", "db": str(db)})
+    spun = reward.overran(ok, killed)
+    assert spun.failure is None and spun.value == 0.0, spun
+    assert spun.reason == "the query ran past its limit (its worker process was killed)"
+    forever = (
+        "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT COUNT(*) FROM r"
+    )
+    bad = reward.overran(make("SELECT 1", {"sql": forever, "db": str(db)}), killed)
+    assert bad.failure is not None and bad.failure.type == "not_applicable", bad
+    assert "the gold query" in bad.failure.message and "timed out after 0.5s" in bad.failure.message
+    fine = referee.Score(value=1.0, reason="the same 1 distinct rows")
+    assert reward.overran(ok, fine) is fine  # anything else, as it is
 
 
 def test_memory_is_capped_in_a_worker(db: Path) -> None:

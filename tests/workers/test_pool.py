@@ -3,7 +3,8 @@
 In-process, a deadline interrupts Python between bytecodes; a check spinning in C with the
 interpreter lock held never reaches one (issue 27: a stdlib regex, ``9**9**9**9``, a sleep).
 A function of yours runs in a worker process by default, killed at its deadline: its rollout
-gets ``Failure("timeout")``, the rest of the batch is scored, and nothing keeps running.
+scores 0 with the reason (the policy's verdict: its output made the check spin; issue 44), the
+rest of the batch is scored, and nothing keeps running.
 """
 
 from __future__ import annotations
@@ -57,7 +58,15 @@ def rollout(text: str) -> Rollout:
 
 
 def outcome(scores: list[Score]) -> list[float | str | None]:
-    return [s.value if s.failure is None else s.failure.type for s in scores]
+    """Each value; a Failure's type; ``0:FAULT`` for the policy's verdict (`Score.fault`)."""
+    out: list[float | str | None] = []
+    for s in scores:
+        if s.fault is not None:
+            assert s.value == 0.0 and s.failure is None, s  # a verdict, never masked
+            out.append(f"0:{s.fault}")
+        else:
+            out.append(s.value if s.failure is None else s.failure.type)
+    return out
 
 
 # --- checks that spin where no in-process deadline reaches ---------------------------------
@@ -107,11 +116,11 @@ def test_a_check_spinning_in_c_times_out_and_the_batch_is_scored(case: str) -> N
     reward, spin, fine = SPINS[case]
     with no_hang():
         scores = referee.score(reward, [rollout(fine), rollout(spin), rollout(fine)])
-    assert outcome(scores) == [1.0, "timeout", 1.0]
-    failure = scores[1].failure
-    assert failure is not None and failure.where == reward.name
-    assert "its worker process was killed after" in failure.message
-    assert "limit 0.5s" in failure.message
+    # The check spun on the policy's output: the policy's verdict, 0, never a masked sample.
+    assert outcome(scores) == [1.0, "0:timeout", 1.0]
+    reason = scores[1].reason or ""
+    assert "its worker process was killed after" in reason
+    assert "limit 0.5s" in reason
 
 
 @pytest.mark.parametrize("case", SPINS)
@@ -121,9 +130,9 @@ def test_a_spin_scored_alone_and_async_times_out_too(case: str) -> None:
     reward, spin, fine = SPINS[case]
     assert isinstance(reward, CheckReward)
     with no_hang():
-        assert reward.score_sync(rollout(spin)).failure is not None
+        assert outcome([reward.score_sync(rollout(spin))]) == ["0:timeout"]
         scores = asyncio.run(reward.score_batch([rollout(spin), rollout(fine)]))
-    assert outcome(scores) == ["timeout", 1.0]
+    assert outcome(scores) == ["0:timeout", 1.0]
 
 
 def test_nothing_keeps_running_after_the_timeout() -> None:
@@ -131,7 +140,7 @@ def test_nothing_keeps_running_after_the_timeout() -> None:
     before = set(_children())
     with no_hang():
         [score] = referee.score(c_loop, [rollout("spin")])
-    assert score.failure is not None and score.failure.type == "timeout"
+    assert outcome([score]) == ["0:timeout"]
     left = before & set(_children())
     assert left != before  # the spinning worker was killed, and is gone
     cpu = {pid: _cpu(pid) for pid in left}
@@ -190,9 +199,10 @@ def test_a_worker_that_dies_costs_only_its_own_rollout() -> None:
     rollouts = [rollout(t) for t in ("ok", "segfault", "ok", "exit", "ok")]
     with no_hang():
         scores = referee.score(crashes, rollouts)
-    assert outcome(scores) == [1.0, "error", 1.0, "error", 1.0]
-    assert scores[1].failure is not None and "SIGSEGV" in scores[1].failure.message
-    assert scores[3].failure is not None and "exit status 3" in scores[3].failure.message
+    # Alone in a fresh worker, twice: the rollout killed it, so it is its verdict.
+    assert outcome(scores) == [1.0, "0:crash", 1.0, "0:crash", 1.0]
+    assert "SIGSEGV" in (scores[1].reason or "")
+    assert "exit status 3" in (scores[3].reason or "")
 
 
 @referee.reward
@@ -255,8 +265,8 @@ def test_an_answer_over_the_cap_is_an_error_not_a_crash(monkeypatch: pytest.Monk
     monkeypatch.setattr(workers._common, "MAX_REPLY_BYTES", 1 << 16)
     with no_hang():
         scores = referee.score(huge, [rollout("x")])
-    assert outcome(scores) == ["error"]
-    assert scores[0].failure is not None and "over 65536" in scores[0].failure.message
+    assert outcome(scores) == ["0:crash"]  # an answer over the cap: what the rollout made
+    assert "over 65536" in (scores[0].reason or "")
 
 
 # --- where each reward runs -----------------------------------------------------------------
@@ -327,9 +337,8 @@ def test_a_combination_sends_its_process_component_a_batch(
     with no_hang():
         scores = referee.score(spec, rollouts)
     assert calls == [3]  # one batch, not one call per rollout
-    assert [s.components.get("regex") for s in scores] == [0.0, 1.0, None]
-    failure = scores[2].failure
-    assert failure is not None and (failure.type, failure.where) == ("timeout", "regex")
+    assert [s.components.get("regex") for s in scores] == [0.0, 1.0, 0.0]
+    assert scores[2].failure is None  # the spin is the policy's verdict: 0 for regex
 
 
 # --- run_in: thread -------------------------------------------------------------------------
@@ -345,7 +354,7 @@ def sleeps_in_a_thread(r: Rollout) -> float:
 def test_a_thread_stops_waiting_for_a_sleep_at_the_deadline() -> None:
     with no_hang():
         scores = referee.score(sleeps_in_a_thread, [rollout("ok"), rollout("sleep")])
-    assert outcome(scores) == [1.0, "timeout"]
+    assert outcome(scores) == [1.0, "0:timeout"]
 
 
 # --- through the CLI: a plugin's check ------------------------------------------------------
@@ -390,9 +399,10 @@ def test_the_cli_scores_a_plugin_check_that_spins_in_c(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr.decode()
     scored = [json.loads(line) for line in out.read_text().splitlines()]
-    got = [r["reward"] if r["failure"] is None else r["failure"]["type"] for r in scored]
-    assert got == [1.0, "timeout", 1.0, "timeout", 1.0]
-    assert "its worker process was killed" in scored[1]["failure"]["message"]
+    got = [f"0:{r['fault']}" if r.get("fault") else r["reward"] for r in scored]
+    assert got == [1.0, "0:timeout", 1.0, "0:timeout", 1.0]
+    assert all(r["failure"] is None for r in scored)
+    assert "its worker process was killed" in scored[1]["reason"]
 
 
 @referee.reward(deadline=8)
@@ -413,6 +423,6 @@ def test_a_stuck_worker_does_not_hold_up_the_next_batch() -> None:
                 time.sleep(0.01)
             assert outcome(pool.score(spins_long, [rollout("fine")])) == [1.0]
             assert not stuck.done()  # answered while the other was still stuck
-            assert outcome(stuck.result()) == ["timeout"]
+            assert outcome(stuck.result()) == ["0:timeout"]
     finally:
         pool.close()

@@ -37,8 +37,11 @@ behind the same guard (token, limits) as every route:
   the completion + task reference* with the service's reward (its slots and deadlines, as
   ``/score``), and returns ``{"ok": true, "output": {"reward", "finished": true, "metadata",
   "blocks"}}``: ``reward`` is the number ``POST /score`` gives that rollout, ``metadata`` its
-  whole score (``/score``'s item: components, reason, failure). A rollout referee cannot score
-  gets ``"reward": null`` with its failure in ``metadata``, never a number. The tool tells the
+  whole score (``/score``'s item: components, reason, failure) with its texts withheld: the
+  reference is the server's secret, and a reason can quote it (``answer 'no idea' !=
+  'SECRET-7731-ALPHA'``); the server logs them (`referee.backends.contract.withheld`). A
+  rollout referee cannot score gets ``"reward": null`` with its failure (type, blame) in
+  ``metadata``, never a number. The tool tells the
   policy only that its answer was submitted. An unknown tool (``not_found``) or bad input
   (``input_validation``) is refused and the episode goes on; once an answer is scored, every
   call is refused (``episode_finished``), a concurrent one included (calls on a session are

@@ -8,6 +8,7 @@ import math
 from collections.abc import Iterator
 from typing import Any, Literal
 
+from referee.backends.contract import withheld
 from referee.backends.ors.tasks import Task
 from referee.scores import Score
 
@@ -118,7 +119,8 @@ def finite(value: Any) -> Any:
 
 def tool_result(task: Task, score: Score) -> dict[str, Any]:
     """The submitted answer's result (``RunToolSuccess``): referee's value as the reward
-    (null where it gave none), the whole score (``/score``'s item) as metadata, and the
+    (null where it gave none), the whole score (``/score``'s item) as metadata with its
+    texts withheld (they may quote the task's secret reference: `withheld`), and the
     episode finished."""
     value = score.value
     reward = float(value) if value is not None and math.isfinite(value) else None
@@ -126,7 +128,8 @@ def tool_result(task: Task, score: Score) -> dict[str, Any]:
         "ok": True,
         "output": {
             "blocks": [_text(SUBMITTED)],
-            "metadata": finite({"id": task.id, **score.to_dict()}),
+            # The reference is the server's secret: no text that could quote it leaves.
+            "metadata": finite({"id": task.id, **withheld(score, task.id)}),
             "reward": reward,
             "finished": True,
         },

@@ -3,8 +3,9 @@
 `python_tests`, `io_tests` and `pytest_tests` (`unit_tests`), `function_tests` (`functions`,
 with its drivers in `_drivers` and the signatures they call in `_signatures`), the references
 they grade against (`reference`), and their private helpers: the harness that runs a test's
-asserts against the sandboxed code (`_harness`) and the plan that pipelines its calls
-(`_plan`). The sandbox option they share with `patch_tests` is
+asserts against the sandboxed code (`_harness`), the plan that pipelines its calls
+(`_plan`), and the base of the rewards that run one job per case, whose rollouts' deadlines
+follow their cases (`_cases`). The sandbox option they share with `patch_tests` is
 `referee.rewards._sandboxed.SandboxedReward`.
 """
 

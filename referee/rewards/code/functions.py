@@ -23,13 +23,8 @@ from referee.errors import NotApplicable
 from referee.registry import register
 from referee.reward import Need
 from referee.rewards._common import short
-from referee.rewards._sandboxed import (
-    SandboxedReward,
-    SandboxFailure,
-    Scoring,
-    extract_code,
-    limits,
-)
+from referee.rewards._sandboxed import SandboxFailure, Scoring, extract_code, limits
+from referee.rewards.code._cases import CaseJobs, not_run, out_of_time
 from referee.rewards.code._drivers import DRIVER_CLASS, FLAGS, program
 from referee.rewards.code._signatures import Signature, Unsupported, defines, fits, signature
 from referee.rewards.code.languages import (
@@ -229,7 +224,7 @@ _KEY = secrets.token_bytes(32)
 
 @register("function_tests")
 @dataclass(kw_only=True)
-class FunctionTests(SandboxedReward):
+class FunctionTests(CaseJobs[FunctionTestsReference]):
     """Call-based tests of a function (APPS/TACO ``fn_name``, LeetCode), graded outside the sandbox.
 
     ``rollout.reference`` is ``{"fn_name", "inputs": [[args...], ...], "outputs": [...]}``
@@ -274,7 +269,7 @@ class FunctionTests(SandboxedReward):
         scoring: ``fraction`` of cases passed, or ``all`` (1.0 only if every case passes).
         float_tol: Compare numbers within this tolerance, relative or absolute (else
             exactly, ``2`` equal to ``2.0``).
-        timeout: Seconds per case.
+        timeout: Seconds per case (a rollout's deadline follows its cases: `deadline_for`).
         memory_mb: Memory limit of each case's run, in MiB (for ``java``, ``go``,
             ``javascript`` and ``typescript``, their runtime's heap: see
             `referee.rewards.code.languages`).
@@ -287,12 +282,41 @@ class FunctionTests(SandboxedReward):
     Example:
         ```yaml
         type: function_tests
-        language: cpp
+        language: python
         scoring: fraction
         timeout: 2
         memory_mb: 256
         float_tol: 1.0e-6
         ```
+
+    Scores:
+        ````yaml
+        needs: [sandbox]
+        rollouts:
+          - prompt: Write `two_sum(nums, target)`, the indices of two numbers adding up to target.
+            completion: |-
+              ```python
+              def two_sum(nums, target):
+                  seen = {}
+                  for i, x in enumerate(nums):
+                      if target - x in seen:
+                          return [seen[target - x], i]
+                      seen[x] = i
+              ```
+            reference: &cases
+              fn_name: two_sum
+              inputs: [[[2, 7, 11, 15], 9], [[3, 2, 4], 6], [[3, 3], 6]]
+              outputs: [[0, 1], [1, 2], [0, 1]]
+            value: 1.0
+          - prompt: Write `two_sum(nums, target)`, the indices of two numbers adding up to target.
+            completion: |-
+              ```python
+              def two_sum(nums, target):
+                  return [0, 1]
+              ```
+            reference: *cases
+            value: 0.6666666666666666
+        ````
     """
 
     language: FunctionLanguage = "python"
@@ -317,14 +341,16 @@ class FunctionTests(SandboxedReward):
         if self.float_tol is not None and not self.float_tol >= 0:
             raise ValueError(f"float_tol must be at least 0, got {self.float_tol!r}")
 
-    def default_deadline(self) -> float | None:
-        """The backstop behind the per-case ``timeout``, plus the build's own timeout."""
-        build_time = self.compile_timeout if self.language in COMPILED else 0.0
-        return self.backstop(self.timeout) + build_time
+    def read(self, rollout: Rollout) -> tuple[FunctionTestsReference, int]:
+        """The function's name and its cases, and how many."""
+        reference = FunctionTestsReference.parse(rollout.reference)
+        return reference, len(reference.cases)
 
-    def grade(self, rollout: Rollout) -> Score:
-        """Score one rollout, blocking (what `evaluate` runs on the reward's threads)."""
-        ref = FunctionTestsReference.parse(rollout.reference)
+    def grade_cases(
+        self, rollout: Rollout, ref: FunctionTestsReference, until: float | None
+    ) -> Score:
+        """Score one rollout, blocking (what `score` runs on the reward's threads), starting
+        no case that could end past `until`."""
         code = extract_code(rollout.completion_text, self.language)
         total = len(ref.cases)
         sig = self._signature(code, ref.name)
@@ -343,7 +369,7 @@ class FunctionTests(SandboxedReward):
         marker = "referee-result-" + hmac.new(_KEY, message, hashlib.sha256).hexdigest()[:32]
         source = program(self.language, code, sig or None, ref.name, runs, marker)
         try:
-            return self._run(source, marker, ref, runs, misfits)
+            return self._run(source, marker, ref, runs, misfits, until)
         except SandboxError as exc:
             raise SandboxFailure(str(exc)) from None
 
@@ -370,6 +396,7 @@ class FunctionTests(SandboxedReward):
         ref: FunctionTestsReference,
         runs: dict[int, Sequence[Any]],
         misfits: dict[int, str],
+        until: float | None,
     ) -> Score:
         total = len(ref.cases)
         built: Build | None = None
@@ -382,9 +409,13 @@ class FunctionTests(SandboxedReward):
         bounds = limits(self.timeout, self.memory_mb)
         passed = 0
         notes: list[str] = []
+        cut: list[str] = []  # the cases left when the rollout's deadline came: failed
         stop = self.stop_on_failure or self.scoring == "all"
         for i, case in enumerate(ref.cases):
             why = misfits.get(i)
+            if why is None and out_of_time(until, self.timeout):
+                cut.append(not_run(i, total))
+                break
             if why is None:
                 assert sandbox is not None
                 job = case_job(self.language, source, built, f"{i}\n".encode(), bounds)
@@ -404,7 +435,7 @@ class FunctionTests(SandboxedReward):
         return Score(
             value=value,
             components={"passed": float(passed), "cases": float(total)},
-            reason="; ".join([f"{passed}/{total} cases passed", *notes]),
+            reason="; ".join([f"{passed}/{total} cases passed", *cut, *notes]),
         )
 
     def _build(self, sandbox: Sandbox, source: str) -> Build | None:

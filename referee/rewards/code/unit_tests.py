@@ -37,6 +37,7 @@ from referee.rewards._sandboxed import (
     extract_code,
     limits,
 )
+from referee.rewards.code._cases import CaseJobs, not_run, out_of_time
 from referee.rewards.code._harness import Cases, run_tests
 from referee.rewards.code.languages import (
     COMPILED,
@@ -90,6 +91,36 @@ class PythonTests(SandboxedReward):
         call_timeout: 3
         sandbox: {backend: local, isolation: auto}
         ```
+
+    Scores:
+        ````yaml
+        needs: [sandbox]
+        rollouts:
+          - prompt: Write `is_palindrome(s)`, ignoring case and non-letters.
+            completion: |-
+              ```python
+              def is_palindrome(s):
+                  letters = [c.lower() for c in s if c.isalpha()]
+                  return letters == letters[::-1]
+              ```
+            reference: &tests
+              entry_point: is_palindrome
+              test: |
+                def check(candidate):
+                    assert candidate("Racecar")
+                    assert candidate("A man, a plan, a canal: Panama")
+                    assert not candidate("referee!")
+                    assert candidate("")
+            value: 1.0
+          - prompt: Write `is_palindrome(s)`, ignoring case and non-letters.
+            completion: |-
+              ```python
+              def is_palindrome(s):
+                  return s == s[::-1]
+              ```
+            reference: *tests
+            value: 0.0
+        ````
     """
 
     scoring: Scoring = "fraction"
@@ -194,7 +225,7 @@ def _same_output(got: str, want: str, float_tol: float | None) -> bool:
 
 @register("io_tests")
 @dataclass(kw_only=True)
-class IoTests(SandboxedReward):
+class IoTests(CaseJobs[IoTestsReference]):
     """Stdin/stdout cases: each case's input is fed to the program, its output compared here.
 
     ``rollout.reference`` is ``{"cases": [{"stdin", "stdout"}]}``, or ``{"inputs": [...],
@@ -217,7 +248,7 @@ class IoTests(SandboxedReward):
             ``node``).
         scoring: ``fraction`` of cases passed, or ``all`` (1.0 only if every case passes).
         float_tol: Compare numeric tokens within this tolerance (else exact text).
-        timeout: Seconds per case.
+        timeout: Seconds per case (a rollout's deadline follows its cases: `deadline_for`).
         memory_mb: Memory limit of the program, in MiB: its address space; for ``java`` its
             heap (``-Xmx``), the JVM's reservations on top.
         stop_on_failure: Stop at the first failing case (with ``scoring: all`` the rest cannot
@@ -230,14 +261,40 @@ class IoTests(SandboxedReward):
     Example:
         ```yaml
         type: io_tests
-        language: cpp
+        language: python
         scoring: all
         timeout: 2
         memory_mb: 256
-        compile_timeout: 30
         float_tol: 1.0e-6
         stop_on_failure: true
         ```
+
+    Scores:
+        ````yaml
+        needs: [sandbox]
+        rollouts:
+          - prompt: Read n and then n integers; print their sum and their maximum.
+            completion: |-
+              ```python
+              n = int(input())
+              xs = list(map(int, input().split()))
+              print(sum(xs), max(xs))
+              ```
+            reference: &cases
+              cases:
+                - {stdin: "3\\n1 5 2\\n", stdout: "8 5\\n"}
+                - {stdin: "1\\n-4\\n", stdout: "-4 -4\\n"}
+            value: 1.0
+          - prompt: Read n and then n integers; print their sum and their maximum.
+            completion: |-
+              ```python
+              n = int(input())
+              xs = list(map(int, input().split()))
+              print(sum(xs), xs[-1])
+              ```
+            reference: *cases
+            value: 0.0
+        ````
     """
 
     language: Language = "python"
@@ -265,14 +322,17 @@ class IoTests(SandboxedReward):
         if self.compile_flags is not None and self.language == "typescript":
             raise ValueError("compile_flags: typescript is transpiled with fixed options")
 
-    def default_deadline(self) -> float | None:
-        """The backstop behind the per-case ``timeout``, plus the build's own timeout."""
-        build_time = self.compile_timeout if self.language in COMPILED else 0.0
-        return self.backstop(self.timeout) + build_time
+    def read(self, rollout: Rollout) -> tuple[IoTestsReference, int]:
+        """The cases, and how many."""
+        reference = IoTestsReference.parse(rollout.reference)
+        return reference, len(reference.cases)
 
-    def grade(self, rollout: Rollout) -> Score:
-        """Score one rollout, blocking (what `evaluate` runs on the reward's threads)."""
-        cases = IoTestsReference.parse(rollout.reference).cases
+    def grade_cases(
+        self, rollout: Rollout, reference: IoTestsReference, until: float | None
+    ) -> Score:
+        """Score one rollout, blocking (what `score` runs on the reward's threads), starting
+        no case that could end past `until`."""
+        cases = reference.cases
         code = extract_code(rollout.completion_text, self.language)
         sandbox = self.open_sandbox()
         built = None
@@ -293,7 +353,7 @@ class IoTests(SandboxedReward):
                 )
                 if built.error is not None:
                     return self._compile_failed(built.error, len(cases))
-            return self._run_cases(sandbox, code, built, cases)
+            return self._run_cases(sandbox, code, built, cases, until)
         except SandboxError as exc:
             raise SandboxFailure(str(exc)) from None
 
@@ -305,13 +365,22 @@ class IoTests(SandboxedReward):
         )
 
     def _run_cases(
-        self, sandbox: Sandbox, code: str, built: Build | None, cases: Sequence[tuple[str, str]]
+        self,
+        sandbox: Sandbox,
+        code: str,
+        built: Build | None,
+        cases: Sequence[tuple[str, str]],
+        until: float | None,
     ) -> Score:
         bounds = limits(self.timeout, self.memory_mb)
         passed = 0
         notes: list[str] = []
+        cut: list[str] = []  # the cases left when the rollout's deadline came: failed
         stop = self.stop_on_failure or self.scoring == "all"
         for i, (stdin, want) in enumerate(cases):
+            if out_of_time(until, self.timeout):
+                cut.append(not_run(i, len(cases)))
+                break
             result = sandbox.run(case_job(self.language, code, built, stdin.encode(), bounds))
             got = result.stdout.decode(errors="replace")
             why = verdict(result, bounds.cpu_seconds)
@@ -327,7 +396,7 @@ class IoTests(SandboxedReward):
         return Score(
             value=value,
             components={"passed": float(passed), "cases": float(total)},
-            reason="; ".join([f"{passed}/{total} cases passed", *notes]),
+            reason="; ".join([f"{passed}/{total} cases passed", *cut, *notes]),
         )
 
 
@@ -407,9 +476,43 @@ class PytestTests(SandboxedReward):
         type: pytest_tests
         scoring: fraction
         timeout: 60
-        backend: docker
-        runtime: runsc
+        sandbox: {backend: local, isolation: auto}
         ```
+
+    Scores:
+        ````yaml
+        needs: [sandbox]
+        rollouts:
+          - prompt: Write `slugify(title)` for our blog; the tests are in test_solution.py.
+            completion: |-
+              ```python
+              import re
+
+              def slugify(title):
+                  return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+              ```
+            reference: &tests
+              tests: |
+                from solution import slugify
+
+                def test_spaces():
+                    assert slugify("Hello World") == "hello-world"
+
+                def test_punctuation():
+                    assert slugify("Rust, Go & Zig!") == "rust-go-zig"
+
+                def test_case():
+                    assert slugify("ABC") == "abc"
+            value: 1.0
+          - prompt: Write `slugify(title)` for our blog; the tests are in test_solution.py.
+            completion: |-
+              ```python
+              def slugify(title):
+                  return title.lower().replace(" ", "-")
+              ```
+            reference: *tests
+            value: 0.6666666666666666
+        ````
     """
 
     scoring: Scoring = "fraction"

@@ -85,6 +85,22 @@ class ProcessRewardModel(LearnedReward):
         separator: <extra_0>
         fold: min
         ```
+
+    Scores:
+        ```yaml
+        needs: [model]
+        rollouts:
+          - prompt: What is 3 + 4 * 2?
+            completion: "Multiplication first: 4 * 2 = 8.\\n\\nThen 3 + 8 = 11."
+            shown: 'Multiplication first'  # the steps reach the model joined by the separator
+            model: [0.95, 0.9]
+            value: 0.9
+          - prompt: What is 3 + 4 * 2?
+            completion: "Left to right: 3 + 4 = 7.\\n\\nThen 7 * 2 = 14."
+            shown: 'Left to right'
+            model: [0.2, 0.85]
+            value: 0.2
+        ```
     """
 
     separator: str = "<extra_0>"

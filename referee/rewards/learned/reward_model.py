@@ -88,6 +88,20 @@ class RewardModel(LearnedReward):
         normalize: sigmoid
         batch_size: 16
         ```
+
+    Scores:
+        ```yaml
+        needs: [model]
+        rollouts:
+          - prompt: Write a haiku about autumn.
+            completion: Red leaves drift and fall / the cold river carries them / the year lets go.
+            model: 2.0
+            value: 0.8807970779778823
+          - prompt: Write a haiku about autumn.
+            completion: Autumn is a season. It comes after summer.
+            model: -1.5
+            value: 0.18242552380635632
+        ```
     """
 
     normalize: Normalize = "none"

@@ -163,6 +163,18 @@ class OpenAIGrader(AsyncReward):
                     input: "{{sample.output_text}}", reference: "{{item.answer}}"}
           calculate_output: "0.8 * exact + 0.2 * close"
         ```
+
+    Scores:
+        ```yaml
+        - prompt: Which city is the capital of Australia? Reply as JSON with an "answer" key.
+          completion: '{"answer": "Canberra"}'
+          reference: {answer: Canberra}
+          value: 0.9800000000000001
+        - prompt: Which city is the capital of Australia? Reply as JSON with an "answer" key.
+          completion: '{"answer": "Sydney"}'
+          reference: {answer: Canberra}
+          value: 0.10285714285714286
+        ```
     """
 
     name: str = "openai_grader"

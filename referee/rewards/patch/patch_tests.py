@@ -200,11 +200,13 @@ class PatchTests(SandboxedReward):
         type: patch_tests
         scoring: resolved
         timeout: 900
-        snapshot_root: /data/swe-bench/snapshots
-        sandbox: {backend: docker, runtime: runsc, workers: 8}
+        snapshot_root: snapshots
+        sandbox: {backend: local, workers: 8}
         ```
 
-        SWE-bench instances in their own images (rows with ``eval_script``):
+        In production, under Docker with gVisor:
+        ``sandbox: {backend: docker, runtime: runsc, workers: 8}``. SWE-bench instances in
+        their own images (rows with ``eval_script``):
 
         ```yaml
         type: patch_tests
@@ -213,6 +215,61 @@ class PatchTests(SandboxedReward):
         warm: 1
         per_image: 2
         ```
+
+    Scores:
+        ````yaml
+        needs: [sandbox]
+        files:
+          snapshots/calc/calc/__init__.py: |
+            from calc.ops import add, mul
+          snapshots/calc/calc/ops.py: |
+            def add(a, b):
+                return a - b
+
+
+            def mul(a, b):
+                return a * b
+          snapshots/calc/tests/test_ops.py: |
+            from calc import add, mul
+
+
+            def test_add():
+                assert add(2, 3) == 5
+
+
+            def test_mul():
+                assert mul(2, 3) == 6
+        rollouts:
+          - prompt: "Fix the issue: add(2, 3) returns -1."
+            completion: |
+              The bug is in `add`:
+              ```diff
+              --- a/calc/ops.py
+              +++ b/calc/ops.py
+              @@ -1,2 +1,2 @@
+               def add(a, b):
+              -    return a - b
+              +    return a + b
+              ```
+            reference: &task
+              snapshot: calc
+              FAIL_TO_PASS: [tests/test_ops.py::test_add]
+              PASS_TO_PASS: [tests/test_ops.py::test_mul]
+            value: 1.0
+          - prompt: "Fix the issue: add(2, 3) returns -1."
+            completion: |
+              Make the test expect what the code does:
+              ```diff
+              --- a/tests/test_ops.py
+              +++ b/tests/test_ops.py
+              @@ -4,3 +4,3 @@
+               def test_add():
+              -    assert add(2, 3) == 5
+              +    assert add(2, 3) == -1
+              ```
+            reference: *task
+            value: 0.0
+        ````
     """
 
     scoring: PatchScoring = "resolved"
