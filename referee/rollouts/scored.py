@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serial
 from referee.errors import RolloutError
 from referee.rollouts.jsonl import validation_message
 from referee.rollouts.readers import rows_of
-from referee.scores import Failure, Score
+from referee.scores import POLICY_FAULTS, Failure, Score
 
 __all__ = ["FailureRecord", "Number", "ScoredRow", "read_scored", "row_json"]
 
@@ -37,6 +37,7 @@ class FailureRecord(BaseModel):
     type: str
     message: str = ""
     where: str | None = None
+    blame: str | None = None  # a row written before blame existed: the type's (`Failure`)
 
     def failure(self) -> Failure:
         """The `Failure` again (a type referee does not know reads as ``error``)."""
@@ -77,6 +78,7 @@ class ScoredRow(BaseModel):
     cost: Number | None = None
     latency: Number | None = None
     tokens: int | None = None
+    fault: str | None = None
 
     @classmethod
     def of(cls, line: int, rollout_id: str | None, group: str | None, score: Score) -> ScoredRow:
@@ -99,6 +101,7 @@ class ScoredRow(BaseModel):
             cost=self.cost,
             latency=self.latency,
             tokens=self.tokens,
+            fault=self.fault if self.fault in POLICY_FAULTS else None,  # type: ignore[arg-type]
         )
 
     @model_serializer(mode="plain")
@@ -107,7 +110,7 @@ class ScoredRow(BaseModel):
         `Score.to_dict` writes it (the optional keys only where set)."""
         score = self.score().to_dict()
         if self.failure is not None:  # as read, even a type referee does not know
-            score["failure"] = self.failure.model_dump()
+            score["failure"] = {**self.failure.model_dump(), "blame": score["failure"]["blame"]}
         return {"id": self.id, "line": self.line, "group": self.group, **score}
 
     def to_json(self) -> str:

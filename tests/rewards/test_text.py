@@ -147,10 +147,11 @@ def test_catastrophic_patterns_answer_at_once(reward: referee.Reward) -> None:
     ],
     ids=["regex", "format", "exact_match"],
 )
-def test_backtracking_pattern_times_out_as_a_failure(reward: referee.Reward) -> None:
+def test_backtracking_pattern_times_out_as_the_policys_zero(reward: referee.Reward) -> None:
     s = _score_within(reward, "a" * 40 + "!", "a")
-    assert s.value is None and s.failure is not None and s.failure.type == "timeout"
-    assert "stopped after" in s.failure.message and "backreference" in s.failure.message
+    # Its text made the check spin: the policy's verdict, never a masked Failure (issue 44).
+    assert s.value == 0.0 and s.failure is None and s.fault == "timeout"
+    assert "stopped after" in (s.reason or "") and "backreference" in (s.reason or "")
 
 
 def test_backtracking_pattern_still_matches_ordinary_text() -> None:
