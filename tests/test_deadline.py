@@ -30,6 +30,7 @@ from referee.errors import VerifierTimeout
 from referee.judges import JudgeClient
 from referee.reward import CheckReward, RewardResult, is_sync
 from referee.rewards import JsonValid, MathAnswer, RubricJudge
+from tests.support.outcomes import outcome
 from tests.support.rollouts import make
 
 HANG = 30.0  # seconds after which a test calls it a hang
@@ -98,20 +99,6 @@ async def spin_without_awaiting(rollout: Rollout) -> float:
         while True:
             pass
     return 1.0
-
-
-def outcome(scores: Sequence[Score]) -> list[float | str | None]:
-    """Each value; a Failure's type; ``0:FAULT`` for the policy's verdict (`Score.fault`): a
-    sync check past its deadline spun on the policy's output (issue 44), an async one waited
-    on something (a judge: ``timeout``, the infrastructure's Failure)."""
-    out: list[float | str | None] = []
-    for s in scores:
-        if s.fault is not None:
-            assert s.value == 0.0 and s.failure is None, s
-            out.append(f"0:{s.fault}")
-        else:
-            out.append(s.value if s.failure is None else s.failure.type)
-    return out
 
 
 def timed_out(score: Score) -> bool:

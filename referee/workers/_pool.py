@@ -12,7 +12,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
 from referee.errors import RewardError, VerifierTimeout
 from referee.rollout import Rollout
@@ -24,8 +24,6 @@ from referee.workers._process import Worker as _Worker
 from referee.workers._process import WorkerDied as _WorkerDied
 from referee.workers._process import preload as _preload
 from referee.workers._process import start as _start
-
-T = TypeVar("T")
 
 _CALLERS = 64  # coroutines waiting on the pool at once (`WorkerPool.score_async`)
 _REWARDS_HELD = 256  # rewards whose pickled form the pool keeps
@@ -139,13 +137,14 @@ class WorkerPool:
             ValueError, TypeError: What `fn` raised, with its message.
             RewardError: `fn` raised anything else, or the worker died twice.
         """
+        # Pickled once: a second worker (the first died) is sent the same bytes.
         payload = pickle.dumps({"call": (fn, args), "deadline": seconds}, pickle.HIGHEST_PROTOCOL)
         for attempt in (1, 2):
             worker = self._take()
             start = time.monotonic()
             until = start + seconds + GRACE
             try:
-                self._send(worker, {"call": (fn, args), "deadline": seconds}, payload)
+                self._send_bytes(worker, payload)
                 self._running[id(worker)] = start
                 answer = worker.read(min(until, start + SLOW_AFTER))
                 if answer is None and until > start + SLOW_AFTER:
@@ -396,9 +395,11 @@ class WorkerPool:
         return False
 
     @staticmethod
-    def _send(worker: _Worker, message: dict[str, Any], payload: bytes | None = None) -> None:
-        if payload is None:
-            payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    def _send(worker: _Worker, message: dict[str, Any]) -> None:
+        WorkerPool._send_bytes(worker, pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+
+    @staticmethod
+    def _send_bytes(worker: _Worker, payload: bytes) -> None:
         try:
             _send_frame(worker.to_worker, payload)
         except OSError:

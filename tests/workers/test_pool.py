@@ -33,6 +33,7 @@ from referee.reward import CheckReward
 from referee.rollout import Rollout
 from referee.scores import Score
 from tests.support.options import OPTIONS, ROLLOUTS
+from tests.support.outcomes import outcome
 
 HANG = 60.0  # seconds: a hang guard, never a timing assertion
 
@@ -55,18 +56,6 @@ def no_hang() -> Iterator[None]:
 
 def rollout(text: str) -> Rollout:
     return Rollout(completion=text)
-
-
-def outcome(scores: list[Score]) -> list[float | str | None]:
-    """Each value; a Failure's type; ``0:FAULT`` for the policy's verdict (`Score.fault`)."""
-    out: list[float | str | None] = []
-    for s in scores:
-        if s.fault is not None:
-            assert s.value == 0.0 and s.failure is None, s  # a verdict, never masked
-            out.append(f"0:{s.fault}")
-        else:
-            out.append(s.value if s.failure is None else s.failure.type)
-    return out
 
 
 # --- checks that spin where no in-process deadline reaches ---------------------------------
