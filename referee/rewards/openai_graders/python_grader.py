@@ -113,7 +113,7 @@ def run_grader(
         result = sandbox.run(job)
     except SandboxError as exc:
         raise PythonSandboxFailure(f"python grader {name!r}: {exc}") from None
-    if result.timed_out:
+    if result.over_time:
         raise VerifierTimeout(f"python grader {name!r} ran past {timeout:g}s")
     out = result.stdout.decode("utf-8", "replace")
     _, found, tail = out.rpartition("\n" + marker + "\n")

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import signal
 from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -11,6 +12,8 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict
 
 from referee.errors import ProgramError, SandboxError
+
+_SIGXCPU = int(signal.SIGXCPU)
 
 __all__ = [
     "BackendOptions",
@@ -120,12 +123,23 @@ class RunResult:
         """It exited with status 0 on its own."""
         return self.exit_code == 0 and not self.timed_out and not self.output_limited
 
+    @property
+    def over_time(self) -> bool:
+        """It ran past its wall clock, or past its CPU time (SIGXCPU at the soft limit).
+
+        On a loaded machine a spinning job can reach `Limits.cpu_seconds` before the host's
+        wall-clock check fires; both are the same verdict: it took too long.
+        """
+        return self.timed_out or self.signal == _SIGXCPU
+
     def describe(self) -> str:
         """A short account of how the job ended, for reasons."""
         if self.timed_out:
             return "timed out"
         if self.output_limited:
             return "wrote too much output"
+        if self.signal == _SIGXCPU:
+            return "ran past its CPU time (SIGXCPU)"
         if self.signal is not None:
             return f"killed by signal {self.signal}"
         return f"exited with status {self.exit_code}"

@@ -577,3 +577,13 @@ def test_a_sweep_leaves_a_cgroup_another_thread_is_making(monkeypatch: pytest.Mo
         for where in cgroup.dirs:
             with contextlib.suppress(FileNotFoundError):
                 os.rmdir(where)
+
+
+def test_a_job_stopped_at_its_cpu_time_ran_over_time(box: LocalSandbox) -> None:
+    # On a loaded machine the CPU limit can fire before the wall clock: the same verdict.
+    spin = Limits(wall_seconds=30, cpu_seconds=1)
+    result = box.run(Job(source="while True:\n    pass\n", limits=spin))
+    assert not result.timed_out and result.signal == 24
+    assert result.over_time
+    assert "CPU time" in result.describe()
+    assert not box.run(Job(source="print('next')")).over_time
