@@ -6,6 +6,7 @@ matrix test runs (`tests/support/doors.py`), so the page lists what the test che
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -74,9 +75,12 @@ example's value to 1e-9 (after a cast to float32 where the trainer keeps float32
 managers), with no failure flag. A type joins the matrix by being registered: there is no
 test to write.
 
-A ✓ is a cell where the number must be the same. *refused* is a group reward at a door that
-scores one rollout at a time: it would score each rollout alone, so the door must refuse the
-spec when it loads, with an error that says so, and the matrix checks that it does. A door
+A ✓ is a cell where the number must be the same. *refused* is a spec that needs what the
+door cannot carry: a group reward where rollouts come one at a time (each would be ranked
+alone), a trajectory reward (`tool_use`, `retrieval`, `tool_call_match`) where the response
+arrives as text (it would see no calls), `length` in tokens where no token count arrives.
+The door must refuse the spec when it loads, with an error that says so
+(`referee.backends.contract.refuse_unfit`), and the matrix checks that it does. A door
 that hangs fails its cell, not the suite. A cell that fails is a finding: the door, or the type,
 does not keep the contract.
 
@@ -86,8 +90,9 @@ _MATRIX_END = """
 How each door is fed, and what it cannot carry: a text protocol (OpenRLHF, an ORS episode)
 carries no metadata and no trajectory, only its final text; NeMo Gym's `/verify` carries a
 trajectory as Responses items and, of the metadata, the tool definitions and the token count;
-verl's own managers decode the response to text, where `RefereeRewardManager(per_turn=True)`
-reads the model's turns and the tools' apart (`response_mask`). A plugin's type is in the
+verl's own managers decode the response to text and pass no token count, where referee's two
+managers count the response's tokens and, with `per_turn`, read the model's turns and the
+tools' apart (`response_mask`; a single turn that calls a tool too). A plugin's type is in the
 matrix too once it has a scoring example (see *Scores* in
 [Your own Python reward](../guides/python-rewards.md)).
 """
@@ -98,11 +103,19 @@ def matrix_page() -> str:
     root = str(Path(__file__).resolve().parent.parent)
     if root not in sys.path:
         sys.path.insert(0, root)  # tests.support.doors, the matrix test's own table
+    import yaml
+
+    import referee
     from referee.registry import lookup
+    from referee.reward import needs
     from tests.support.doors import matrix_markdown
 
     types = []
     for ref in _references():
         cls = lookup(ref.name)
-        types.append((ref.name, callable(getattr(cls, "score_group", None))))
+        wants = {"group"} if callable(getattr(cls, "score_group", None)) else set()
+        with contextlib.suppress(Exception):  # an example that loads only beside its files
+            example = referee.load(yaml.safe_load(ref.example or "{}"))
+            wants |= {n for _, n in needs(example) if n != "reference"}
+        types.append((ref.name, frozenset(wants)))
     return _MATRIX_INTRO + matrix_markdown(types) + _MATRIX_END

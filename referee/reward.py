@@ -138,13 +138,18 @@ _BACKSTOP_SLACK = 60.0
 RewardResult: TypeAlias = Score | float | bool | None
 """What a reward function may return: a Score, a number, a bool (1.0/0.0), or None (no score)."""
 
-Need = Literal["reference", "group", "messages"]
+Need = Literal["reference", "group", "messages", "tokens"]
 """What a reward needs of a rollout to score it (`RewardBase.needs`):
 
 - ``reference``: a `Rollout.reference` (not None): the answer, the fields, the tests;
 - ``group``: a `Rollout.group` shared by the attempts at one prompt (a group reward: with no
   group every rollout is a group of one, and ranking it says nothing);
-- ``messages``: a completion given as chat messages, not text (a trajectory reward).
+- ``messages``: a completion given as chat messages, not text (a trajectory reward);
+- ``tokens``: the response's token count (``metadata.completion_ids`` or
+  ``metadata.completion_tokens``, as trainers give them: `length` with ``unit: tokens``).
+
+A trainer's door that cannot carry a need refuses a spec that has it when it loads
+(`referee.backends.contract.refuse_unfit`), where it would score every rollout wrong.
 """
 _NEEDS: frozenset[str] = frozenset(get_args(Need))
 

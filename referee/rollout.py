@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
-__all__ = ["Message", "Rollout", "ToolCall"]
+__all__ = ["Message", "Rollout", "ToolCall", "token_count"]
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 
@@ -111,3 +111,15 @@ class Rollout(BaseModel):
             if message.role == "user":
                 return message.text
         return ""
+
+
+def token_count(rollout: Rollout) -> int | None:
+    """The response's token count as trainers give it: ``metadata.completion_ids`` (the ids),
+    else ``metadata.completion_tokens`` (a count); None when the rollout has neither."""
+    ids = rollout.metadata.get("completion_ids")
+    if isinstance(ids, list):
+        return len(ids)
+    count = rollout.metadata.get("completion_tokens")
+    if isinstance(count, int) and not isinstance(count, bool):
+        return count
+    return None

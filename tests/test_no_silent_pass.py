@@ -370,16 +370,17 @@ def test_a_group_reward_on_rows_without_groups_stops_too(tmp_path: Path) -> None
         ({"type": "contains"}, {"reference"}),
         ({"type": "contains", "value": "x"}, set()),  # its own value: no reference
         ({"type": "field_match"}, {"reference"}),
-        ({"type": "tool_call_match"}, {"reference"}),
+        ({"type": "tool_call_match"}, {"reference", "messages"}),
         ({"type": "text_similarity", "metric": "chrf"}, {"reference"}),
-        ({"type": "retrieval"}, {"reference"}),
+        ({"type": "retrieval"}, {"reference", "messages"}),
         ({"type": "io_tests"}, {"reference"}),
         ({"type": "function_tests"}, {"reference"}),
         ({"type": "python_tests"}, {"reference"}),
         ({"type": "json_valid"}, set()),
         ({"type": "format", "preset": "think"}, set()),
-        ({"type": "length", "max_length": 10}, set()),
-        ({"type": "tool_use"}, set()),
+        ({"type": "length", "max_length": 10}, {"tokens"}),
+        ({"type": "length", "max_length": 10, "unit": "words"}, set()),
+        ({"type": "tool_use"}, {"messages"}),
         ({"type": "final_answer", "reward": {"type": "exact_match"}}, {"reference"}),
         ({"type": "reference_judge", "model": "openai/j"}, {"reference"}),
         ({"type": "rubric_judge", "rubric": "helpfulness", "model": "openai/j"}, set()),
@@ -689,3 +690,19 @@ def test_python_component_options_round_trip_through_pickle() -> None:
     [b] = referee.score(again, [rollout("no reference")])
     assert a.value == b.value == pytest.approx(-0.9 + 0.1)
     assert isinstance(a, Score)
+
+
+def test_a_length_in_tokens_stops_on_a_file_without_token_counts(tmp_path: Path) -> None:
+    # Every row would be not_applicable: said before scoring, with the column to map.
+    src = write_rows(tmp_path / "in.jsonl", [{"completion": COMPLETION, "n_tokens": 12}])
+    spec = tmp_path / "len.yaml"
+    spec.write_text("type: length\nmax_length: 10\n")
+    result = CliRunner().invoke(main, ["score", str(src), "--spec", str(spec)])
+    assert result.exit_code == 2, result.output
+    assert "token count" in result.output and "metadata.completion_tokens" in result.output
+    out = tmp_path / "out.jsonl"
+    mapped = ["score", str(src), "--spec", str(spec), "-o", str(out),
+              "--map", "metadata.completion_tokens=n_tokens"]  # fmt: skip
+    result = CliRunner().invoke(main, mapped)
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text().splitlines()[0])["reward"] == -1.0

@@ -27,7 +27,12 @@ things to decide, and they are decided here so that every trainer gets the numbe
    quote it (``answer 'no idea' != 'SECRET-7731-ALPHA'``, ``sql_match``'s missing gold rows):
    `withheld` is the score as it goes on the wire, its texts withheld and logged here.
 
-`docs/architecture.md` walks through adding a backend with these three pieces.
+5. **What a door can carry**: a door that cannot carry what a spec needs (`referee.reward.Need`:
+   a group, a trajectory as chat messages, the response's token count) would score every
+   rollout wrong, so it refuses the spec when it loads: `refuse_unfit`, with the `Door` it
+   is (what it carries, and what to use instead). The conformance matrix checks each refusal.
+
+`docs/architecture.md` walks through adding a backend with these pieces.
 """
 
 from __future__ import annotations
@@ -38,11 +43,12 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from referee.reward import Reward, is_sync, top_components
+from referee.errors import SpecError
+from referee.reward import Need, Reward, is_sync, needs, top_components
 from referee.reward import score as score_rollouts
 from referee.rollout import Rollout
 from referee.rollouts.readers import decode_json_text
@@ -53,9 +59,11 @@ __all__ = [
     "FAILED_KEY",
     "WITHHELD",
     "Bridge",
+    "Door",
     "Outlet",
     "components",
     "decode_json_text",
+    "refuse_unfit",
     "resolve",
     "withheld",
 ]
@@ -95,6 +103,54 @@ def resolve(reward_or_spec: Reward | str | Path | Mapping[str, Any]) -> Reward:
             f"{type(reward_or_spec).__name__}"
         )
     return reward_or_spec
+
+
+@dataclass(frozen=True)
+class Door:
+    """A trainer's entry point, as `refuse_unfit` sees it.
+
+    Attributes:
+        title: What it is, for the error (``verl's compute_score``).
+        carries: What of a rollout it can give a reward, of the needs a door may lack:
+            ``group`` (whole groups of attempts), ``messages`` (a trajectory), ``tokens``
+            (the response's token count). A reference always reaches the reward.
+        instead: Per need it lacks, what to use instead (another door, an option).
+    """
+
+    title: str
+    carries: frozenset[Need] = frozenset()
+    instead: Mapping[Need, str] = field(default_factory=dict)
+
+
+_LACKS: dict[Need, str] = {
+    "group": "compares the attempts at one prompt (a group reward), and {door} scores one "
+    "rollout at a time: each would be ranked alone",
+    "messages": "reads the completion as chat messages (a trajectory: its turns, tool calls "
+    "and results), and {door} gives the reward the response as text only",
+    "tokens": "counts the response's tokens (metadata.completion_ids or completion_tokens), "
+    "and {door} gives the reward no token count",
+}
+
+
+def refuse_unfit(reward: Reward, door: Door) -> Reward:
+    """`reward`, if `door` carries all its required parts need (`referee.reward.needs`).
+
+    Raises:
+        SpecError: A part needs what the door cannot carry; the message names the part, the
+            need, the door and what to use instead.
+    """
+    missing = [(part, need) for part, need in needs(reward)
+               if need in _LACKS and need not in door.carries]  # fmt: skip
+    if not missing:
+        return reward
+    lines = []
+    for need in dict.fromkeys(n for _, n in missing):
+        parts = ", ".join(repr(p) for p, n in missing if n == need)
+        said = f"{reward.name}: {parts} " + _LACKS[need].format(door=door.title)
+        fix = door.instead.get(need)
+        lines.append(said + (f"; use {fix}" if fix else ""))
+    lines.append("(or, where a part may go without it, on_failure: omit on it in the spec)")
+    raise SpecError("\n".join(lines))
 
 
 def components(reward: Reward) -> list[str]:

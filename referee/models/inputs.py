@@ -16,14 +16,15 @@ and ``tool_calls``, ``tool_call_id``, ``name`` where present. A lone surrogate i
 becomes U+FFFD (`unicode_text`).
 
 A process reward model reads steps (`step_text`): the completion's steps, each followed by a
-separator token, at whose positions its head is read (Qwen2.5-Math-PRM's format: steps joined
-by ``<extra_0>`` in the assistant turn, one after the last). A text completion's steps are its
-parts between `step_split` (default a blank line), stripped, empty ones dropped; a trajectory's
-steps are its assistant turns, the separator after each turn's text and calls (written as
-``name(arguments)`` lines into the turn's text, so a step's value sees what it called), so
-step values line up with the turns (verl places them at each turn's last token). The
-separator is removed from the policy's and the prompt's own text first: a completion cannot
-add steps by writing it.
+separator token, at whose positions its head is read (Qwen2.5-Math-PRM's format: steps joined by
+``<extra_0>`` in the assistant turn, one after the last). A text completion's steps are its parts
+between `step_split` (default a blank line), stripped, empty ones dropped, and so are those of a
+completion that is one assistant message with no tool call (TRL's conversational completions, a
+verifiers trace of one turn): the same answer gets the same steps however it is logged. A
+trajectory's steps are its assistant turns, the separator after each turn's text and calls (written
+as ``name(arguments)`` lines into the turn's text, so a step's value sees what it called), so step
+values line up with the turns (verl places them at each turn's last token). The separator is removed
+from the policy's and the prompt's own text first: a completion cannot add steps by writing it.
 """
 
 from __future__ import annotations
@@ -174,6 +175,8 @@ def step_text(
     its completion starts (the module's rule); ``Steps("", 0, 0)`` for no steps."""
     completion = rollout.completion
     prompt = _prompt_messages(rollout, separator)
+    if not isinstance(completion, str) and _one_plain_turn(completion):
+        completion = completion[0].text  # still conversational: the chat template renders it
     if isinstance(completion, str):
         steps = split_steps(completion.replace(separator, ""), step_split)
         if not steps:
@@ -199,6 +202,13 @@ def step_text(
     if not turns:
         return Steps("", 0, 0)
     return _steps(tokenizer, messages, prompt, turns)
+
+
+def _one_plain_turn(completion: list[Message]) -> bool:
+    """One assistant message, no tool call: an answer in chat form, not a trajectory."""
+    return (
+        len(completion) == 1 and completion[0].role == "assistant" and not completion[0].tool_calls
+    )
 
 
 def _steps(

@@ -18,6 +18,7 @@ from referee.errors import NotApplicable, VerifierTimeout
 from referee.registry import register
 from referee.reward import (
     CheckReward,
+    Need,
     Part,
     Reward,
     RewardBase,
@@ -251,6 +252,10 @@ class ToolUse(CheckReward):
             notes.append(f"step {call.step}: {call.name} repeated with the same arguments")
             value = max(0.0, value - self.repeat_penalty)
         return value
+
+    def needs(self) -> frozenset[Need]:
+        """The completion as chat messages: its turns, their calls and results."""
+        return frozenset({"messages"})
 
     def check(self, rollout: Rollout) -> Score:
         traj = trajectory(rollout)

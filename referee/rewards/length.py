@@ -7,8 +7,8 @@ from typing import ClassVar, Literal
 
 from referee.errors import NotApplicable
 from referee.registry import register
-from referee.reward import CheckReward
-from referee.rollout import Rollout
+from referee.reward import CheckReward, Need
+from referee.rollout import Rollout, token_count
 from referee.scores import Score
 from referee.workers import RunIn
 
@@ -25,11 +25,8 @@ def measure(rollout: Rollout, unit: LengthUnit) -> int:
         return len(rollout.completion_text)
     if unit == "words":
         return len(rollout.completion_text.split())
-    ids = rollout.metadata.get("completion_ids")
-    if isinstance(ids, list):
-        return len(ids)
-    count = rollout.metadata.get("completion_tokens")
-    if isinstance(count, int) and not isinstance(count, bool):
+    count = token_count(rollout)
+    if count is not None:
         return count
     raise NotApplicable(
         "unit 'tokens' needs metadata.completion_ids or metadata.completion_tokens; "
@@ -94,6 +91,10 @@ class Length(CheckReward):
             raise ValueError(
                 f"cache_length must be between 0 and max_length, got {self.cache_length}"
             )
+
+    def needs(self) -> frozenset[Need]:
+        """The response's token count, where it counts tokens."""
+        return frozenset({"tokens"}) if self.unit == "tokens" else frozenset()
 
     def check(self, rollout: Rollout) -> Score:
         n = measure(rollout, self.unit)

@@ -17,6 +17,7 @@ and fair:
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -64,14 +65,15 @@ def _scores_model(count: int) -> type[_Ranking]:
 class GroupRank(JudgeOptions, GroupRewardBase):
     """A judge scores the attempts of a group from 0 to 1 relative to each other.
 
-    A group reward (RULER-style): the rollouts that share a ``group`` (the attempts at one
-    prompt, a GRPO group) are shown to the judge together, with the prompt, under a rubric,
-    and each gets a score in [0, 1] relative to the others. The attempts' common prefix is
-    stripped; identical attempts are judged once and share a score, and a group of identical
-    attempts costs no call (each scores 0.5). Each order's scores are clipped to [0, 1] and
-    averaged over the orders, so a judge that favours a slot gives it no edge. A group larger
-    than `max_group` is split into chunks that share an anchor attempt, each chunk's scores
-    shifted so that the anchor scores the same in all.
+    A group reward (RULER-style): the rollouts that share a ``group`` (the attempts at one prompt, a
+    GRPO group) are shown to the judge together, with the prompt, under a rubric, and each gets a
+    score in [0, 1] relative to the others, whatever order they arrive in (the judge sees them in an
+    order of their own, by a hash of each). The attempts' common prefix is stripped; identical
+    attempts are judged once and share a score, and a group of identical attempts costs no call
+    (each scores 0.5). Each order's scores are clipped to [0, 1] and averaged over the orders, so a
+    judge that favours a slot gives it no edge. A group larger than `max_group` is split into chunks
+    that share an anchor attempt, each chunk's scores shifted so that the anchor scores the same in
+    all.
 
     A reply with the wrong number of scores gets one repair call, and then the whole group is
     ``Failure("judge")``, as is a call that fails after the client's retries.
@@ -180,7 +182,10 @@ class GroupRank(JudgeOptions, GroupRewardBase):
 
     async def evaluate_group(self, rollouts: Sequence[Rollout]) -> Sequence[RewardResult]:
         texts = _strip_common_prefix([response_text(r) for r in rollouts])
-        unique = list(dict.fromkeys(texts))
+        # The judge is shown the distinct attempts in an order of their own (by a hash of
+        # each): a trainer's arrival order (verl's workers, NeMo Gym's requests) changes
+        # nothing, and the same group always costs the same calls.
+        unique = sorted(set(texts), key=lambda t: hashlib.sha256(t.encode()).digest())
         if len(unique) == 1:
             return [Score(value=0.5, reason="all attempts identical: no call")] * len(rollouts)
         prompt = as_text(rollouts[0].prompt_text)

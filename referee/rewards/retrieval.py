@@ -159,8 +159,8 @@ class Retrieval(CheckReward):
     name: str = "retrieval"
 
     def needs(self) -> frozenset[Need]:
-        """The relevant documents."""
-        return frozenset({"reference"})
+        """The relevant documents, and the completion as chat messages (calls, results)."""
+        return frozenset({"reference", "messages"})
 
     def __post_init__(self) -> None:
         # Run on the policy's final answer: RE2 where it can, else under a timeout.

@@ -335,8 +335,8 @@ class ToolCallMatch(CheckReward):
     name: str = "tool_call_match"
 
     def needs(self) -> frozenset[Need]:
-        """The expected calls."""
-        return frozenset({"reference"})
+        """The expected calls, and the completion as chat messages (calls, results)."""
+        return frozenset({"reference", "messages"})
 
     def check(self, rollout: Rollout) -> Score:
         expected = _expected(reference_of(rollout, self.reference_key))

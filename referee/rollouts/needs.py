@@ -18,7 +18,7 @@ from pathlib import Path
 
 from referee.errors import MissingInput, RolloutError
 from referee.reward import Need, Reward, needs
-from referee.rollout import Rollout
+from referee.rollout import Rollout, token_count
 from referee.rollouts.jsonl import RowError, RowOk
 from referee.rollouts.readers import rows_of
 
@@ -48,12 +48,14 @@ _PRESENT: dict[Need, Callable[[Rollout], bool]] = {
     "reference": lambda r: r.reference is not None,
     "group": lambda r: r.group is not None,
     "messages": lambda r: isinstance(r.completion, list),
+    "tokens": lambda r: token_count(r) is not None,
 }
 
 _WHAT: dict[Need, str] = {
     "reference": "a reference",
     "group": "a group (the attempts at one prompt share one)",
     "messages": "a completion as chat messages",
+    "tokens": "the response's token count (metadata.completion_ids or completion_tokens)",
 }
 
 
@@ -128,6 +130,11 @@ def _file_fix(keys: Sequence[str]) -> Callable[[Need], str]:
             return (
                 f"--map group={column} (the column shared by the attempts at one prompt; "
                 "without one, each rollout is a group of one)"
+            )
+        if need == "tokens":
+            return (
+                "--map metadata.completion_tokens=<column> (the response's token count), "
+                "or unit: words or unit: chars in the spec to measure the text instead"
             )
         return "read chat logs (--format openai), whose completions are messages"
 

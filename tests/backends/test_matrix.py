@@ -1,15 +1,16 @@
 """Every reward type through every door: the same number, or a clear refusal at load.
 
-A type is done when it gives the same number through every entry point. The cells come from
-the registry: each registered type's scoring example (its docstring's ``Scores:`` section)
-crossed with each door of `tests.support.doors` (the Python API, the CLI, ``referee serve``
-and its protocols, TRL, verl's functions and managers, OpenRLHF, Ray), so a new type joins by
-being registered, with no test written here. Each cell checks the door's value for every
-rollout of the example against the value the example states, to 1e-9 (after a cast to
-float32 where the trainer keeps float32: verl's managers), with no failure flag; a group
-reward at a door that scores one rollout at a time must be refused at load instead, with an
-error saying so. Each door runs all selected types once (`tests.support.matrix.Context`),
-each type under a timeout, so a door that hangs fails its cells and not the suite.
+A type is done when it gives the same number through every entry point. The cells come from the
+registry: each registered type's scoring example (its docstring's ``Scores:`` section) crossed with
+each door of `tests.support.doors` (the Python API, the CLI, ``referee serve`` and its protocols,
+TRL, verl's functions and managers, OpenRLHF, Ray), so a new type joins by being registered, with no
+test written here. Each cell checks the door's value for every rollout of the example against the
+value the example states, to 1e-9 (after a cast to float32 where the trainer keeps float32: verl's
+managers), with no failure flag; a spec that needs what a door cannot carry (a group reward where
+rollouts come one at a time, a trajectory reward where the response arrives as text, a token count
+where none arrives) must be refused at load instead, with an error saying so. Each door runs all
+selected types once (`tests.support.matrix.Context`), each type under a timeout, so a door that
+hangs fails its cells and not the suite.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ pytest.importorskip("trl", reason="the trl extra is not installed")
 pytest.importorskip("verl", reason="the verl extra is not installed")
 pytest.importorskip("aiohttp", reason="the serve extra is not installed")
 
-from tests.support.doors import DOORS, Door, cell
+from tests.support.doors import DOORS, Door, cell, refusal_words
 from tests.support.matrix import Case, Context, Outcome, example_types, grouped_type, prepared_cases
 
 TYPES = example_types()
@@ -92,12 +93,15 @@ def test_the_same_number_through_every_door(matrix: Context, name: str, door: Do
     outcome = matrix.outcome(door, name)
     if outcome.skipped is not None:
         pytest.skip(outcome.skipped)
-    if cell(door, grouped_type(name) or case.grouped) == "refused":
+    wants = case.needs | ({"group"} if grouped_type(name) else set())
+    if cell(door, wants) == "refused":
+        words = refusal_words(door, wants)
         assert outcome.refused is not None, (
-            f"{name} compares the attempts of a group, and {door.title} scores one rollout at "
-            f"a time: it must refuse the spec at load; it gave {outcome}"
+            f"{name}'s example needs {sorted(wants)}, and {door.title} cannot carry "
+            f"{words}: it must refuse the spec at load; it gave {outcome}"
         )
-        assert "group" in outcome.refused.lower(), f"the refusal does not say why: {outcome}"
+        said = outcome.refused.lower()
+        assert all(w in said for w in words), f"the refusal does not say why ({words}): {outcome}"
         return
     assert outcome.error is None, f"{door.title} broke on {name}: {outcome.error}"
     assert outcome.refused is None, f"{door.title} refused {name}: {outcome.refused}"

@@ -399,3 +399,42 @@ def test_reward_func_source_is_a_loadable_file(tmp_path: Path) -> None:
     assert func.end_markers.markers == odd
     assert str(spec.resolve()) in text
     assert math.isclose(func(["nope"], None, [LABEL])["rewards"][0], 0.0)
+
+
+# --- what OpenRLHF cannot carry: refused when the spec loads ------------------------------
+
+UNFIT = [
+    pytest.param({"type": "tool_use"}, "chat messages", id="trajectory"),
+    pytest.param({"type": "length", "max_length": 100}, "token count", id="tokens"),
+    pytest.param(
+        {"type": "group_rank", "model": "openai/m", "api_base": "http://127.0.0.1:9/v1"},
+        "group reward",
+        id="group",
+    ),
+]
+
+
+@pytest.mark.parametrize(("spec", "says"), UNFIT)
+def test_reward_func_refuses_a_spec_openrlhf_cannot_feed(spec: dict[str, Any], says: str) -> None:
+    # OpenRLHF sends one query as text: a trajectory reward would see no call, a length in
+    # tokens no count, a group reward one attempt: every sample scored wrong, so no start.
+    with pytest.raises(referee.SpecError, match=says) as refused:
+        RewardFunc(spec)
+    assert "OpenRLHF" in str(refused.value) and "use " in str(refused.value)
+    RewardFunc({"type": "length", "max_length": 100, "unit": "words"})  # words need no count
+
+
+@pytest.mark.parametrize(("spec", "says"), UNFIT[:2])
+def test_get_reward_refuses_a_spec_openrlhf_cannot_feed(
+    tmp_path: Path, spec: dict[str, Any], says: str
+) -> None:
+    served = Server(spec_file(tmp_path, spec))
+    try:
+        status, body = request(served.url + "/get_reward", {"query": ["a"], "prompts": [""]})
+        assert status == 422 and body["error"]["type"] == "unfit_spec", body
+        assert says in body["error"]["message"]
+        one = {"rollouts": [{"prompt": "", "completion": "a"}]}
+        status, _ = request(served.url + "/score", one)
+        assert status == 200  # the spec's other doors are open
+    finally:
+        served.stop()

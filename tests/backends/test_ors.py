@@ -32,7 +32,7 @@ from referee.backends.contract import WITHHELD
 from referee.backends.ors import OpenRewardEnvironment, TaskSet, environment_name
 from referee.backends.ors.wire import _pieces, dumps, tool_result
 from referee.backends.service import Service
-from referee.errors import RolloutError
+from referee.errors import RolloutError, SpecError
 from referee.reward import GroupRewardBase
 from tests.support.ors import TASKS, events, http, sdk
 from tests.support.serving import SPEC, Server, post, running
@@ -568,8 +568,31 @@ def test_a_group_reward_is_not_served_as_an_ors_environment() -> None:
             return [Score(0.5) for _ in rollouts]
 
     service = Service(Rank(), mounts=[OpenRewardEnvironment(TASKS)])
-    with pytest.raises(ValueError, match="compares the attempts at a prompt"):
+    with pytest.raises(SpecError, match="compares the attempts at one prompt"):
         service.app()
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ({"type": "tool_use"}, "chat messages"),
+        ({"type": "length", "max_length": 100}, "token"),
+    ],
+)
+def test_a_spec_an_ors_session_cannot_feed_is_refused_when_it_mounts(
+    spec: dict[str, Any], says: str
+) -> None:
+    # A session submits one answer as text: a trajectory reward would see no calls, and a
+    # token count never arrives; each would score every task wrong.
+    service = Service(referee.load(spec), mounts=[OpenRewardEnvironment(TASKS)])
+    with pytest.raises(SpecError, match=says) as refused:
+        service.app()
+    assert "ORS session" in str(refused.value)
+
+
+def test_length_in_words_is_served_as_an_ors_environment() -> None:
+    spec = {"type": "length", "max_length": 100, "unit": "words"}
+    assert Service(referee.load(spec), mounts=[OpenRewardEnvironment(TASKS)]).app() is not None
 
 
 def test_a_task_without_a_reference_is_not_paid_by_the_rest_of_the_spec() -> None:

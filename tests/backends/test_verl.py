@@ -195,11 +195,19 @@ def test_an_inline_spec_is_loaded_once_not_per_sample() -> None:
     spec = {"combine": "weighted", "components": {
         "valid": {"type": "json_valid", "weight": 0.5},
         "name": {"type": "field_match", "fields": {"name": "exact"}, "weight": 0.5}}}  # fmt: skip
-    first = rv.reward_for(OmegaConf.create(spec), per_sample=True)
-    assert rv.reward_for(OmegaConf.create(json.loads(json.dumps(spec))), per_sample=True) is first
+    first = rv.reward_for(OmegaConf.create(spec), door=rv.manager_door(per_turn=True))
+    assert (
+        rv.reward_for(
+            OmegaConf.create(json.loads(json.dumps(spec))), door=rv.manager_door(per_turn=True)
+        )
+        is first
+    )
     # Nested lists arrive as ListConfig: plain lists by the time the spec is loaded
     markers = OmegaConf.create({"type": "tool_use", "error_markers": ["fail", "oops"]})
-    assert rv.reward_for(markers, per_sample=True).error_markers == ["fail", "oops"]  # type: ignore[attr-defined]
+    assert rv.reward_for(markers, door=rv.manager_door(per_turn=True)).error_markers == [
+        "fail",
+        "oops",
+    ]  # type: ignore[attr-defined]
     got = rv.compute_score("x", '{"name": "Bo"}', '{"name": "Ada"}', None,
                            spec=OmegaConf.create(spec))  # fmt: skip
     [want] = referee.score(referee.load(spec), [Rollout(completion='{"name": "Bo"}',
@@ -386,6 +394,49 @@ def test_per_turn_rewards_sit_at_the_end_of_each_turn(spec_path: str) -> None:
     assert row[end2].item() == 1.0  # the answer turn
     assert row.count_nonzero().item() == 2 and row.shape[0] == width
     assert out["reward_extra_info"]["score"] == [0.75]  # the folded total (mean), for logging
-    # Without per_turn, the total sits at the last token only.
-    flat = rv.RefereeRewardManager(tok, spec={"type": "tool_use"})(batch)
-    assert flat[0].count_nonzero().item() == 1 and flat[0, end2].item() == 1.0
+    # Without per_turn the response is text, where a trajectory reward sees no call: refused.
+    with pytest.raises(SpecError, match="per_turn"):
+        rv.RefereeRewardManager(tok, spec={"type": "tool_use"})
+
+
+def test_per_turn_reads_a_single_turn_tool_call() -> None:
+    # One model turn that calls a tool (no tool output in the response): its <tool_call> was
+    # left as text, so tool_call_match found no call and paid 0.
+    tok = tiny.tokenizer()
+    call = '<tool_call>{"name": "lookup", "arguments": {"q": "x"}}</tool_call>'
+    reference = json.dumps([{"lookup": {"q": ["x"]}}])  # BFCL's possible answers
+    batch = make_batch(tok, [("Find x.", call, reference)], response_len=160)
+    parameters = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
+    tool = {"type": "function", "function": {"name": "lookup", "parameters": parameters}}
+    batch.non_tensor_batch["extra_info"][0]["tools"] = [tool]
+    manager = rv.RefereeRewardManager(tok, spec={"type": "tool_call_match"}, per_turn=True)
+    out = manager(batch, return_dict=True)
+    assert out["reward_extra_info"]["score"] == [1.0]
+    assert out["reward_extra_info"]["referee_failed"] == [0.0]
+
+
+# --- what verl's own path cannot carry: refused when the spec loads -----------------------
+
+
+def test_compute_score_refuses_what_verl_does_not_pass() -> None:
+    tokens = {"type": "length", "max_length": 10, "cache_length": 5}
+    with pytest.raises(SpecError, match="token count") as refused:
+        rv.compute_score("x", "some answer", None, {"index": 0}, spec=tokens)
+    assert "RefereeRewardLoopManager" in str(refused.value)
+    # A script that passes the count gets it scored.
+    got = rv.compute_score("x", "a", None, {"completion_tokens": 8}, spec=tokens)
+    assert got["score"] == pytest.approx(-0.6) and got["referee_failed"] == 0.0
+    with pytest.raises(SpecError, match="chat messages"):
+        rv.compute_score("x", "text", None, None, spec={"type": "tool_use"})
+    messages = [{"role": "assistant", "content": "done"}]
+    assert rv.compute_score("x", messages, None, None, spec={"type": "tool_use"})["score"] == 1.0
+
+
+def test_referee_managers_count_the_response_tokens() -> None:
+    tok = tiny.tokenizer()
+    texts = ["a b", "a b c d e f g h i j k l"]
+    batch = make_batch(tok, [("Q", t, None) for t in texts])
+    counts = [len(tok(t, add_special_tokens=False).input_ids) for t in texts]
+    spec = {"type": "length", "max_length": counts[1] - 1, "cache_length": 0}
+    out = rv.RefereeRewardManager(tok, spec=spec)(batch, return_dict=True)
+    assert out["reward_extra_info"]["score"] == [0.0, -1.0]  # within, and over by one

@@ -18,6 +18,7 @@ from referee import Rollout, SpecError  # noqa: E402
 from referee.models.testing import FakeRewardServer, tiny_model  # noqa: E402
 from referee.report.diagnostics import ReportRow, build_report  # noqa: E402
 from referee.rewards import ProcessRewardModel  # noqa: E402
+from referee.rollout import Message  # noqa: E402
 from referee.steps import fold_steps  # noqa: E402
 
 TOL = 1e-5
@@ -76,6 +77,16 @@ def test_a_chat_prompt_puts_the_steps_in_one_assistant_turn(prm_path: Path, dire
         prm(prm_path, template="chat"), [Rollout(prompt="w2 w3", completion="w4")]
     )
     assert chat.steps is not None and len(chat.steps) == 1
+
+
+def test_one_assistant_message_is_split_into_steps_as_its_text_is(prm_path: Path) -> None:
+    # TRL's conversational completions and a verifiers trace of one turn: an answer in chat
+    # form, whose steps are the text's (it counted one step, the whole message).
+    text = Rollout(prompt=[{"role": "user", "content": "w1"}], completion="w2\n\nw3")  # type: ignore[arg-type]
+    chat = text.model_copy(update={"completion": [Message(role="assistant", content="w2\n\nw3")]})
+    [as_text, as_chat] = referee.score(prm(prm_path), [text, chat])
+    assert as_chat.steps is not None and len(as_chat.steps) == 2
+    assert as_chat.steps == pytest.approx(as_text.steps, abs=TOL)
 
 
 def test_a_trajectory_has_one_step_per_assistant_turn_calls_included(

@@ -79,7 +79,20 @@ def test_the_common_prefix_is_not_shown() -> None:
     with FakeJudgeServer(fair) as server:
         referee.score(rank(server, orders=1), group("Let me think.\n*", "Let me think.\n***"))
         shown = attempts(server.requests[0])
-    assert shown == ["*", "***"]
+    assert sorted(shown) == ["*", "***"]
+
+
+def test_the_arrival_order_of_a_group_changes_nothing() -> None:
+    # A judge that favours the first slot: the attempts' order must not be the trainer's.
+    texts = ["alpha", "beta", "gamma"]
+    seen = []
+    for order in (texts, texts[::-1], texts[1:] + texts[:1]):
+        with FakeJudgeServer(first_slot) as server:
+            scores = referee.score(rank(server, orders=1), group(*order))
+            seen.append({t: s.value for t, s in zip(order, scores, strict=True)})
+            assert len(server.requests) == 1
+    assert seen[0] == seen[1] == seen[2]
+    assert sorted(seen[0].values()) == [0.0, 0.0, 1.0]
 
 
 def test_large_groups_split_with_an_anchor_stay_comparable() -> None:

@@ -16,6 +16,10 @@ Carried = Literal["messages", "metadata", "tokens", "group"]
 metadata, the response's token count (``metadata.completion_tokens``), its group."""
 
 
+Refused = Literal["group", "messages", "tokens"]
+"""What a spec may need that a door cannot carry (`referee.reward.Need`, a reference aside)."""
+
+
 @dataclass(frozen=True)
 class Door:
     """One entry point.
@@ -24,20 +28,25 @@ class Door:
         name: The matrix's name for it (a test id).
         title: What it is, for the table.
         loses: What of a rollout it cannot carry (the matrix says so when a cell differs).
-        groups: ``score``: a group reward gets whole groups here; ``refuse``: a spec with one
-            must be refused at load, with a clear error (it would score each rollout alone).
+        refuses: What a spec may need that this door cannot give a reward: a spec that needs
+            it (a group reward, a trajectory reward, a token count) must be refused at load,
+            with a clear error (`referee.backends.contract.refuse_unfit`), where it would
+            score every rollout wrong.
         f32: The value reaches the trainer as float32: compared after that cast.
     """
 
     name: str
     title: str
     loses: frozenset[Carried] = frozenset()
-    groups: Literal["score", "refuse"] = "score"
+    refuses: frozenset[Refused] = frozenset()
     f32: bool = False
 
 
 # A text protocol: a completion string, no metadata.
 _TEXT: Final = frozenset({"messages", "metadata", "tokens"})
+_ALL: Final[frozenset[Refused]] = frozenset({"group", "messages", "tokens"})
+_GROUP: Final[frozenset[Refused]] = frozenset({"group"})
+_SCRIPT: Final[frozenset[Refused]] = frozenset({"group", "tokens"})
 
 _TRL = "TRL: `reward_funcs(...)` (sync or async, as the reward is)"
 _NEMO = "`referee serve`: NeMo Gym's `POST /verify` (`--group-size`)"
@@ -51,37 +60,36 @@ DOORS: Final = (
     Door("score_batch", "`await reward.score_batch(...)`"),
     Door("cli", "`referee score` (a process)"),
     Door("serve", "`referee serve`: `POST /score`"),
-    Door("serve_openrlhf", "`referee serve`: OpenRLHF's `POST /get_reward`", _TEXT, "refuse"),
+    Door("serve_openrlhf", "`referee serve`: OpenRLHF's `POST /get_reward`", _TEXT, _ALL),
     Door("serve_nemo_gym", _NEMO, frozenset({"metadata"})),  # but tools and the token count
-    Door("serve_ors", "`referee serve --tasks`: an ORS episode", _TEXT, "refuse"),
+    Door("serve_ors", "`referee serve --tasks`: an ORS episode", _TEXT, _ALL),
     Door("trl", _TRL),
-    Door("verl_compute_score", "verl: `compute_score` (from a user's script)", _TOKENS, "refuse"),
+    Door("verl_compute_score", "verl: `compute_score` (from a user's script)", _TOKENS, _SCRIPT),
     Door(
         "verl_compute_score_async",
         "verl: `compute_score_async` (from a user's script)",
         _TOKENS,
-        "refuse",
+        _SCRIPT,
     ),
-    Door("verl_naive", _NAIVE, _MESSAGES | _TOKENS, "refuse", f32=True),
+    Door("verl_naive", _NAIVE, _MESSAGES | _TOKENS, _ALL, f32=True),
     Door(
         "verl_loop",
         "verl: the reward loop + `compute_score_async`",
         _MESSAGES | _TOKENS,
-        "refuse",
+        _ALL,
         f32=True,
     ),
-    Door("verl_referee", _LEGACY, _TOKENS, f32=True),
+    Door("verl_referee", _LEGACY, f32=True),
     Door(
         "verl_referee_loop",
-        "verl: the reward loop + `RefereeRewardLoopManager`",
-        _MESSAGES | _TOKENS,
+        "verl: the reward loop + `RefereeRewardLoopManager` (`per_turn` for trajectories)",
         f32=True,
     ),
-    Door("openrlhf_func", "OpenRLHF: `RewardFunc` (`reward_func.py`)", _TEXT, "refuse"),
+    Door("openrlhf_func", "OpenRLHF: `RewardFunc` (`reward_func.py`)", _TEXT, _ALL),
     Door("ray", "`RayReward` (`referee score --engine ray`)"),
     # PrimeIntellect's verifiers 0.4 (referee.backends.prime_verifiers): a Task's reward. Its
     # Rubric of 0.3 is gone; a group reward is an Env's finalize (EpisodeScorer), not a Task's.
-    Door("verifiers", "verifiers: `Task.score` with a `RefereeReward`", groups="refuse"),
+    Door("verifiers", "verifiers: `Task.score` with a `RefereeReward`", refuses=_GROUP),
 )
 """Every door, in the table's order."""
 
@@ -90,21 +98,26 @@ def door(name: str) -> Door:
     return next(d for d in DOORS if d.name == name)
 
 
-def cell(door: Door, grouped: bool) -> str:
-    """What the matrix checks at a door for a type: the same number, or a refusal."""
-    if grouped and door.groups == "refuse":
-        return "refused"
-    return "same"
+def cell(door: Door, needs: Iterable[str]) -> str:
+    """What the matrix checks at a door for a type whose example spec needs `needs`: the same
+    number, or a refusal."""
+    return "refused" if door.refuses & set(needs) else "same"
 
 
-def matrix_markdown(types: Iterable[tuple[str, bool]]) -> str:
-    """The table of types (name, whether it compares a group's attempts) by doors."""
+def refusal_words(door: Door, needs: Iterable[str]) -> list[str]:
+    """What a door's refusal must say: each need it cannot carry, in words."""
+    said = {"group": "group", "messages": "messages", "tokens": "token"}
+    return [said[n] for n in sorted(door.refuses & set(needs))]
+
+
+def matrix_markdown(types: Iterable[tuple[str, frozenset[str]]]) -> str:
+    """The table of types (name, what its example spec needs) by doors."""
     doors = [d for d in DOORS if d.name != "api"]
     head = "| type | " + " | ".join(f"[{i + 1}]" for i in range(len(doors))) + " |"
     out = [head, "|---|" + "---|" * len(doors)]
     marks = {"same": "✓", "refused": "refused"}
-    for name, grouped in types:
-        row = [marks[cell(d, grouped)] for d in doors]
+    for name, needs in types:
+        row = [marks[cell(d, needs)] for d in doors]
         out.append(f"| [`{name}`](../reference/types/{name}.md) | " + " | ".join(row) + " |")
     legend = [f"{i + 1}. {d.title}" for i, d in enumerate(doors)]
     return "\n".join(out) + "\n\n" + "\n".join(legend) + "\n"

@@ -54,7 +54,7 @@ import yaml
 import referee
 from referee.errors import SpecError
 from referee.registry import lookup
-from referee.reward import needs_groups, reference_powers
+from referee.reward import needs, needs_groups, reference_powers
 from referee.rollout import Rollout
 from referee.spec.examples import PreparedExample, ScoringExample, missing, prepared
 from referee.spec.reference import type_reference
@@ -79,6 +79,7 @@ class Case:
     run: PreparedExample | None = None
     skip: str | None = None
     grouped: bool = False
+    needs: frozenset[str] = frozenset()
     powers: bool = False
 
     @property
@@ -165,6 +166,7 @@ def prepared_cases(
             )
             reward = referee.load(case.path)
             case.grouped = needs_groups(reward)
+            case.needs = frozenset(n for _, n in needs(reward) if n != "reference")
             case.powers = bool(reference_powers(reward))
         yield cases
 

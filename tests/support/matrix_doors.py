@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import referee
-from referee.rollout import Rollout
+from referee.rollout import Rollout, token_count
 from tests.support.matrix import DOOR_TIMEOUT, Case, Context, Outcome
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -449,7 +449,10 @@ def reward_loop(case: Case, ctx: Context, *, referee_manager: bool) -> Outcome:
     if referee_manager:
         manager = {"source": "importlib", "name": "RefereeRewardLoopManager",
                    "module": {"path": "pkg://referee.backends.verl", "name": None}}  # fmt: skip
-    config = loop_config(ctx.root, manager, {"spec": str(case.path)},
+    options: dict[str, Any] = {"spec": str(case.path)}
+    if referee_manager and any(not isinstance(r.completion, str) for r in case.rollouts):
+        options["per_turn"] = True  # a trajectory, read from response_mask
+    config = loop_config(ctx.root, manager, options,
                          n=case.group_size if case.grouped else 1, workers=1)  # fmt: skip
     config.actor_rollout_ref.model.path = str(tok_dir)
     loop = ctx.state.get("reward_loop")
@@ -537,6 +540,11 @@ def verl_batch(tok: Any, rollouts: Sequence[Rollout]) -> tuple[Any, list[int]]:
             piece = ids(text)
             response += piece
             mask += [1 if generated else 0] * len(piece)
+        stated = token_count(r)  # a logged count of the response's tokens: verl has them all
+        if stated is not None and stated > 0:
+            filler = ids(" ")[-1:] or [tok.eos_token_id]
+            response = (response + filler * stated)[:stated]
+            mask = (mask + [1] * stated)[:stated]
         responses.append(response or [tok.eos_token_id])
         masks.append(mask or [1])
     pad = tok.pad_token_id

@@ -15,6 +15,7 @@ from typing import Any
 
 import referee
 from referee.rollout import Rollout
+from tests.support.doors import cell, door
 from tests.support.matrix import SERVE, Case, Context, Outcome, timed
 from tests.support.matrix_doors import END, ROOT, label_of, messages_of
 
@@ -34,12 +35,12 @@ def door_serve(cases: Sequence[Case], ctx: Context) -> dict[str, dict[str, Outco
         ))  # fmt: skip
         ors = ["--tasks", str(tasks), "--env-name", "matrix"]
         reward = referee.load(case.path).name  # what its /health names
-        if case.grouped:
-            jobs.append({"name": case.name, "reward": reward,
-                         "argv": [*argv, "--group-size", str(case.group_size)]})  # fmt: skip
+        grouped = ["--group-size", str(case.group_size)] if case.grouped else []
+        if _ors_refuses(case):
+            jobs.append({"name": case.name, "reward": reward, "argv": [*argv, *grouped]})
             refusals.append({"name": f"{case.name}|ors", "argv": [*argv, *ors]})
         else:
-            jobs.append({"name": case.name, "reward": reward, "argv": [*argv, *ors]})
+            jobs.append({"name": case.name, "reward": reward, "argv": [*argv, *grouped, *ors]})
     plan = ctx.root / "serve-jobs.json"
     plan.write_text(json.dumps({"mode": "serve", "jobs": jobs + refusals}))
     helper = subprocess.Popen(
@@ -63,18 +64,23 @@ def door_serve(cases: Sequence[Case], ctx: Context) -> dict[str, dict[str, Outco
             helper.kill()
 
 
+def _ors_refuses(case: Case) -> bool:
+    """Whether ``referee serve --tasks`` must refuse to start with this type's spec."""
+    return cell(door("serve_ors"), case.needs) == "refused"
+
+
 def _ask(case: Case, said: Mapping[str, Mapping[str, Any]]) -> dict[str, Outcome]:
     """One type's server asked in every protocol (what the helper said of it: its URL, or
     why it stopped)."""
     from tests.support.serving import request
 
     out: dict[str, Outcome] = {}
-    if case.grouped:
+    if _ors_refuses(case):
         refused = said.get(f"{case.name}|ors", {})
         out["serve_ors"] = (
             Outcome(refused=str(refused["error"])[-2000:])
             if "error" in refused
-            else Outcome(error="referee serve --tasks started with a group reward: no refusal")
+            else Outcome(error="referee serve --tasks started with a spec it cannot feed")
         )
     server = said.get(case.name, {})
     if "url" not in server:
@@ -84,7 +90,7 @@ def _ask(case: Case, said: Mapping[str, Mapping[str, Any]]) -> dict[str, Outcome
     out["serve"] = timed(lambda: _http_score(url, rollouts, request))
     out["serve_openrlhf"] = timed(lambda: _http_openrlhf(url, rollouts, request))
     out["serve_nemo_gym"] = timed(lambda: _http_verify(url, case, request))
-    if not case.grouped:
+    if not _ors_refuses(case):
         out["serve_ors"] = timed(lambda: _http_ors(url, rollouts))
     return out
 
@@ -110,6 +116,8 @@ def _http_openrlhf(url: str, rollouts: list[Rollout], request: Any) -> Outcome:
             "query": [prompt + r.completion_text + END], "prompts": [prompt],
             "labels": [label_of(r.reference)],
         })  # fmt: skip
+        if status == 422 and body.get("error", {}).get("type") == "unfit_spec":
+            return Outcome(refused=body["error"]["message"])
         if status != 200:
             return Outcome(error=f"/get_reward answered {status}: {body}")
         values.append(body["rewards"][0])

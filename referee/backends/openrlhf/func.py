@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from referee.backends.contract import Bridge, resolve
+from referee.backends.contract import Bridge, refuse_unfit, resolve
 from referee.backends.openrlhf.markers import EndMarkers
 from referee.backends.openrlhf.query import in_place, rollouts_from
-from referee.backends.openrlhf.wire import component_keys, reward_response
+from referee.backends.openrlhf.wire import DOOR, component_keys, reward_response
 from referee.reward import Reward
 from referee.rollout import Rollout
 
@@ -42,6 +42,10 @@ class RewardFunc:
             templates' markers, `COMMON_END_MARKERS`).
         failure_value: The reward of a rollout that gets no score.
         concurrency: How many rollouts an async reward scores at once within a call.
+
+    Raises:
+        SpecError: The spec needs what OpenRLHF cannot give a reward (`DOOR`): a group, a
+            trajectory, the response's token count.
     """
 
     def __init__(
@@ -52,7 +56,7 @@ class RewardFunc:
         failure_value: float = 0.0,
         concurrency: int | None = None,
     ) -> None:
-        self.reward = resolve(reward_or_spec)
+        self.reward = refuse_unfit(resolve(reward_or_spec), DOOR)
         self.end_markers = EndMarkers() if end_markers is None else end_markers
         self.failure_value = float(failure_value)
         self.concurrency = concurrency

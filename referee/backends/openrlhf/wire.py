@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import ValidationError
 
-from referee.backends.contract import Outlet
+from referee.backends.contract import Door, Outlet, refuse_unfit
 from referee.backends.contract import components as top_level
 from referee.backends.openrlhf.markers import EndMarkers
 from referee.backends.openrlhf.query import in_place, rollouts_from
-from referee.errors import RolloutError
+from referee.errors import RolloutError, SpecError
 from referee.reward import Reward
 from referee.rollout import Rollout
 from referee.scores import Score
@@ -68,6 +68,18 @@ def reward_response(
     }
 
 
+DOOR = Door(
+    "OpenRLHF (one sample at a time, its query as text)",
+    instead={
+        "group": "a per-sample reward (OpenRLHF normalises rewards within a prompt's samples "
+        "itself), or referee serve's /score with whole groups",
+        "messages": "referee serve's /score, or NeMo Gym's /verify, which carry a trajectory",
+        "tokens": "unit: words or unit: chars in the spec (OpenRLHF sends no token count)",
+    },
+)
+"""What OpenRLHF gives a reward: text, sample by sample; `refuse_unfit` refuses the rest."""
+
+
 def component_keys(reward: Reward) -> list[str]:
     """The top-level components `extra_logs` reports for `reward`."""
     return top_level(reward)
@@ -97,6 +109,10 @@ class GetReward:
 
         from referee.backends.service import BadRequest, too_deep
 
+        try:
+            refuse_unfit(service.reward, DOOR)
+        except SpecError as exc:  # the spec, not the request: the same answer every time
+            raise BadRequest(422, "unfit_spec", f"/get_reward refuses this spec: {exc}") from exc
         queries = service.items(body, "query")
         prompts = service.items(body, "prompts", required=False)
         labels = service.items(body, "labels", required=False)

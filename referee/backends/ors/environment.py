@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from referee.backends._guard import BadRequest
+from referee.backends.contract import Door, refuse_unfit
 from referee.backends.ors import wire
 from referee.backends.ors.sessions import (
     DEFAULT_MAX_SESSIONS,
@@ -24,7 +25,6 @@ from referee.backends.ors.sessions import (
     session_id,
 )
 from referee.backends.ors.tasks import Task, TaskSet
-from referee.reward import needs_groups
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -32,6 +32,16 @@ if TYPE_CHECKING:
     from referee.backends.service import Service
 
 __all__ = ["OpenRewardEnvironment", "environment_name"]
+
+DOOR = Door(
+    "an ORS session (it submits one answer, as text)",
+    instead={
+        "group": "/score, or NeMo Gym's /verify with --group-size",
+        "messages": "/score, or NeMo Gym's /verify, which carry a trajectory",
+        "tokens": "unit: words or unit: chars in the spec (a session gives no token count)",
+    },
+)
+"""What an ORS session gives a reward; `refuse_unfit` refuses the rest when it mounts."""
 
 logger = logging.getLogger("referee.serve")
 
@@ -132,15 +142,10 @@ class OpenRewardEnvironment:
         """Add the environment's routes (under ``/{env}/`` and at the root), and its reaper.
 
         Raises:
-            ValueError: The service's reward compares the attempts at a prompt: an ORS session
-                submits one answer, which such a reward cannot score alone.
+            SpecError: The service's reward needs what an ORS session cannot give (`DOOR`):
+                a group (a session submits one answer), a trajectory, a token count.
         """
-        if needs_groups(service.reward):
-            raise ValueError(
-                f"the reward {service.reward.name!r} compares the attempts at a prompt (a "
-                f"group reward), and an ORS session submits one answer: serve it on /score, "
-                f"or on NeMo Gym's /verify with --group-size, not as an ORS environment"
-            )
+        refuse_unfit(service.reward, DOOR)
         self._service = service
         self.name = self.env_name or environment_name(service.reward.name)
         routes: list[tuple[str, str, Handler]] = [

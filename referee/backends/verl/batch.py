@@ -13,6 +13,7 @@ from verl.workers.reward_manager.abstract import AbstractRewardManager
 from referee.backends.verl.function import (
     DEFAULT_FAILURE_VALUE,
     bridge_for,
+    manager_door,
     plain,
     result_dict,
     result_keys,
@@ -92,15 +93,17 @@ def item_rollout(
         plain(raw) if raw is not None else tokenizer.decode(prompt_ids, skip_special_tokens=True)
     )
     spans = _turn_spans(item, length) if turns else [(0, length, True)]
-    completion: Any
-    if turns and len(spans) > 1:
+    completion: Any = None
+    if turns:
         messages = []
         for start, end, generated in spans:
             text = tokenizer.decode(response_ids[start:end], skip_special_tokens=True)
             messages.append(_assistant_message(text) if generated
                             else {"role": "tool", "content": text})  # fmt: skip
-        completion = messages
-    else:
+        # One turn stays text, unless it called a tool (a single-turn `<tool_call>`).
+        if len(messages) > 1 or "tool_calls" in messages[0]:
+            completion = messages
+    if completion is None:
         completion = tokenizer.decode(response_ids, skip_special_tokens=True)
     uid = batch.get("uid")
     rollout = rollout_from_verl(
@@ -111,6 +114,7 @@ def item_rollout(
         prompt=prompt,
         group=None if uid is None else str(uid),
     )
+    rollout.metadata["completion_tokens"] = length  # the response's valid tokens
     return rollout, length, spans
 
 
@@ -149,7 +153,7 @@ class RefereeRewardManager(AbstractRewardManager):
         **_: Any,
     ) -> None:
         self.tokenizer = tokenizer
-        self.reward = reward_for(spec, per_sample=False)
+        self.reward = reward_for(spec, door=manager_door(per_turn))
         self.failure_value = failure_value
         self.per_turn = per_turn
 

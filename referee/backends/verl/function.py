@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from referee.backends.contract import Bridge, Outlet, decode_json_text, resolve
+from referee.backends.contract import Bridge, Door, Outlet, decode_json_text, refuse_unfit, resolve
 from referee.errors import SpecError
-from referee.reward import Reward, needs_groups
+from referee.reward import Need, Reward
 from referee.rollout import Rollout
 from referee.scores import Score
 
@@ -21,6 +21,8 @@ __all__ = [
     "bridge_for",
     "compute_score",
     "compute_score_async",
+    "function_door",
+    "manager_door",
     "result_dict",
     "result_keys",
     "reward_for",
@@ -33,8 +35,43 @@ PROMPT_KEYS = ("prompt", "question")
 _loaded: dict[str, Reward] = {}
 
 
-def reward_for(spec: str | Path | Mapping[str, Any] | Reward | None, *, per_sample: bool) -> Reward:
-    """The reward a spec describes, loaded once per process."""
+_LOOP_MANAGER = (
+    "the reward manager: reward.reward_manager.source=importlib "
+    "reward.reward_manager.name=RefereeRewardLoopManager "
+    "reward.reward_manager.module.path=pkg://referee.backends.verl"
+)
+_INSTEAD: dict[Need, str] = {
+    "group": _LOOP_MANAGER + " (it groups the attempts by verl's uid)",
+    "messages": _LOOP_MANAGER + " with +reward.reward_kwargs.per_turn=true (it reads the "
+    "model's turns and the tools' apart from response_mask)",
+    "tokens": _LOOP_MANAGER + " (it counts the response's tokens)",
+}
+
+
+def function_door(solution_str: Any, extra_info: Mapping[str, Any] | None) -> Door:
+    """What `compute_score` carries for a sample: the response as verl's managers give it,
+    text (a trajectory only where a script passes chat messages), and no token count unless
+    ``extra_info`` holds one."""
+    carries: set[Need] = set()
+    if not isinstance(solution_str, str):
+        carries.add("messages")
+    if extra_info and ("completion_tokens" in extra_info or "completion_ids" in extra_info):
+        carries.add("tokens")
+    return Door("verl's compute_score (one sample at a time)", frozenset(carries), _INSTEAD)
+
+
+def manager_door(per_turn: bool) -> Door:
+    """What referee's reward managers carry: whole groups, the response's token count, and a
+    trajectory where `per_turn` reads the turns apart."""
+    needs: list[Need] = ["group", "tokens", "messages"] if per_turn else ["group", "tokens"]
+    carries = frozenset(needs)
+    fix = "per_turn=True (reward_kwargs per_turn: true), which reads the turns from response_mask"
+    return Door("this reward manager without per_turn", carries, {"messages": fix})
+
+
+def reward_for(spec: str | Path | Mapping[str, Any] | Reward | None, *, door: Door) -> Reward:
+    """The reward a spec describes, loaded once per process, if `door` carries what it needs
+    (`referee.backends.contract.refuse_unfit`)."""
     if spec is None:
         raise SpecError(
             "referee's verl entry point needs a spec: set "
@@ -50,11 +87,22 @@ def reward_for(spec: str | Path | Mapping[str, Any] | Reward | None, *, per_samp
         source = plain(spec)
         key = json.dumps(source, sort_keys=True, default=str)
     else:
-        return _checked(resolve(spec), per_sample=per_sample)
+        return _fit(resolve(spec), door)
     reward = _loaded.get(key)
     if reward is None:
         reward = _loaded[key] = resolve(source)
-    return _checked(reward, per_sample=per_sample)
+    return _fit(reward, door)
+
+
+_fits: dict[tuple[int, frozenset[Need]], Reward] = {}
+
+
+def _fit(reward: Reward, door: Door) -> Reward:
+    """`refuse_unfit`, once per reward and what the door carries (every sample asks)."""
+    key = (id(reward), door.carries)
+    if _fits.get(key) is not reward:
+        _fits[key] = refuse_unfit(reward, door)
+    return reward
 
 
 _bridges: dict[int, tuple[Reward, Bridge]] = {}
@@ -66,17 +114,6 @@ def bridge_for(reward: Reward) -> Bridge:
     if held is None or held[0] is not reward:
         held = _bridges[id(reward)] = (reward, Bridge(reward))
     return held[1]
-
-
-def _checked(reward: Reward, *, per_sample: bool) -> Reward:
-    if per_sample and needs_groups(reward):
-        raise SpecError(
-            f"{reward.name}: this spec has a group reward, which compute_score (one sample at a "
-            "time) cannot give; use the reward manager: reward.reward_manager.source=importlib "
-            "reward.reward_manager.name=RefereeRewardLoopManager "
-            "reward.reward_manager.module.path=pkg://referee.backends.verl"
-        )
-    return reward
 
 
 def plain(value: Any) -> Any:
@@ -149,7 +186,7 @@ def _sample(
     ground_truth: Any, extra_info: Mapping[str, Any] | None,
 ) -> tuple[Reward, Rollout]:  # fmt: skip
     """What both reward functions start from: the spec's reward and the sample's rollout."""
-    reward = reward_for(spec, per_sample=True)
+    reward = reward_for(spec, door=function_door(solution_str, extra_info))
     return reward, rollout_from_verl(data_source, solution_str, ground_truth, extra_info)
 
 

@@ -12,10 +12,12 @@ from typing import Any
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
 from referee.backends.cohort import DEFAULT_GROUP_TIMEOUT, Cohorts
+from referee.backends.contract import Door
 from referee.backends.verl.batch import item_rollout, options_of
 from referee.backends.verl.function import (
     DEFAULT_FAILURE_VALUE,
     bridge_for,
+    manager_door,
     result_dict,
     reward_for,
 )
@@ -37,13 +39,16 @@ class GroupCollector:
     """
 
     def __init__(self, spec: str | Mapping[str, Any], timeout: float) -> None:
-        self.reward = reward_for(spec, per_sample=False)
+        self.reward = reward_for(spec, door=_ANY)  # the manager that sends them has checked
         self.timeout = timeout
         self.cohorts = Cohorts(bridge_for(self.reward).score_async, timeout)
 
     async def submit(self, rollout: dict[str, Any], expected: int) -> dict[str, Any]:
         score = await self.cohorts.submit(Rollout.model_validate(rollout), expected)
         return score.to_dict()
+
+
+_ANY = Door("the group collector", frozenset({"group", "messages", "tokens"}))
 
 
 def _collector(spec: str | Mapping[str, Any], timeout: float) -> Any:
@@ -74,7 +79,11 @@ class RefereeRewardLoopManager(RewardManagerBase):
     """A reward manager for verl's reward loop, for any spec, group rewards included.
 
     Options come from ``reward.reward_kwargs`` (or the reward function's ``reward_kwargs``):
-    ``spec`` (required), ``failure_value`` and ``group_timeout``.
+    ``spec`` (required), ``failure_value``, ``group_timeout``, and ``per_turn``: read a
+    multi-turn response as a trajectory (the model's turns and the tools' apart, from
+    ``response_mask``; a single turn that calls a tool too), for trajectory rewards. The reward
+    loop takes one score per sample, placed at its last token: a reward's per-turn values
+    (``Score.steps``) reach only the legacy `RefereeRewardManager`'s tensor.
     """
 
     def __init__(
@@ -87,7 +96,8 @@ class RefereeRewardLoopManager(RewardManagerBase):
     ) -> None:
         super().__init__(config, tokenizer, compute_score)
         options = options_of(config)
-        self.reward = reward_for(options.get("spec"), per_sample=False)
+        self.per_turn = bool(options.get("per_turn", False))
+        self.reward = reward_for(options.get("spec"), door=manager_door(self.per_turn))
         self.spec: str | Mapping[str, Any] = options["spec"]
         self.failure_value = float(options.get("failure_value", DEFAULT_FAILURE_VALUE))
         self.group_timeout = float(options.get("group_timeout", DEFAULT_GROUP_TIMEOUT))
@@ -100,7 +110,9 @@ class RefereeRewardLoopManager(RewardManagerBase):
     async def run_single(self, data: Any) -> dict[str, Any]:
         item = data[-1:][0]  # for multi-sequence outputs, the last sequence is scored
         started = time.monotonic()
-        rollout, _, _ = await self.loop.run_in_executor(None, item_rollout, item, self.tokenizer)
+        rollout, _, _ = await self.loop.run_in_executor(
+            None, item_rollout, item, self.tokenizer, self.per_turn
+        )
         if self.grouped:
             if self._collector is None:
                 self._collector = _collector(self.spec, self.group_timeout)
