@@ -67,8 +67,13 @@ fmt:
 	$(PY) -m ruff check --fix referee tests benchmarks
 	$(PY) -m ruff format referee tests benchmarks
 
+# Modules spread over workers (pytest-xdist; tests/conftest.py keeps a module, and the modules
+# that start Ray, on one worker). Three on two cores: the suite waits on processes, containers
+# and servers more than it computes. TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= 3
+
 test:
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS)
 
 # The docs site, into site/; strict: a broken link or anchor, or a page not in the nav, fails it.
 docs:

@@ -29,6 +29,31 @@ def rollout_factory():  # type: ignore[no-untyped-def]
     return make
 
 
+# Under pytest-xdist (`make test` runs the suite on several workers): a module's tests stay on
+# one worker, so its module-scoped servers and engines start once, and the modules that start
+# Ray go together to one worker, which starts one local Ray (each takes every core it is
+# given). Each worker that needs Docker starts its own engine (the session's `docker_engine`).
+# Modules go to whichever worker is free. (xdist's own `loadgroup` reads a node id that
+# pytest 9 no longer lets it change, so the grouping is this scheduler's.)
+_RAY_MODULES = frozenset({
+    "tests/backends/test_distributed.py", "tests/backends/test_examples.py",
+    "tests/backends/test_matrix.py", "tests/backends/test_ray_cluster.py",
+    "tests/backends/test_same_number.py", "tests/backends/test_verl.py",
+    "tests/rewards/test_python_backends.py",
+})  # fmt: skip
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "ray" if module in _RAY_MODULES else module
+
+    return ByModule(config, log)
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     # tests.support.options.OPTIONS names tiny reward models at fixed paths: build them once
     from tests.support.models import ensure

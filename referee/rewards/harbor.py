@@ -56,7 +56,9 @@ _ENV_VAR = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
 # diff at the working directory ($1) with git apply (atomic), else patch after a dry run, so a
 # diff that does not apply leaves the workspace as it was; then throw away what the diff put
 # in the verifier's folders and move the staged tests (a folder whose name the diff cannot
-# know) to /tests. The marker line says how the diff went, before any of its code runs.
+# know) to /tests. The marker line says how the diff went, before any of its code runs; the
+# line that says the tests are in place says it again, since the engine can lose an exec's
+# first output when its attach is late (moby/moby#27289, seen on a loaded machine).
 # What git and patch say goes to a file, and only its last _APPLY_SAID bytes to the output:
 # the diff is the policy's, and their messages about it (one a hunk, some 7 MiB for a 1 MiB
 # diff) would otherwise push the markers past what the exec keeps.
@@ -90,8 +92,8 @@ printf '\n%s setup %s\n' "$mark" "$code"
 [ "$code" = 97 ] || [ "$code" = 96 ] && exit 0
 rm -rf /tests /logs/verifier && mkdir -p /logs/verifier /logs/agent \
   && chmod 777 /logs/verifier && mv "$stage/tests" /tests && chmod +x /tests/test.sh \
-  && rm -rf "$stage" || { printf '\n%s prepared 1\n' "$mark"; exit 0; }
-printf '\n%s prepared 0\n' "$mark"
+  && rm -rf "$stage" || { printf '\n%s prepared 1 %s\n' "$mark" "$code"; exit 0; }
+printf '\n%s prepared 0 %s\n' "$mark" "$code"
 """
 # The tests, as Harbor runs them (their output to /logs/verifier/test-stdout.txt), then the
 # reward files, each after a line naming it and its size, cut at $4 bytes; then the tests'
@@ -573,7 +575,7 @@ class HarborTask(ThreadedReward):
             )
             output = run.output
         if run.timed_out:
-            return self._timed_out(task, timeout)
+            return self._timed_out(task, timeout, applied)
         account = _test_account(output, nonce, self.max_reward_bytes)
         try:
             if account is None:  # the image lacks wc, head or tail: read through the engine
@@ -592,12 +594,13 @@ class HarborTask(ThreadedReward):
             tail = (account.tail if account else output).decode("utf-8", "replace")[-400:]
             tail = tail.strip().replace("\n", " | ")
             status = f"; exit status {account.status}" if account else ""
-            return self._failed(
-                "error",
-                task,
+            said = (
                 f"tests/test.sh wrote no reward ({REWARD_TXT} or {REWARD_JSON}){status}; "
-                f"output: {tail or '(none)'}",
+                f"output: {tail or '(none)'}"
             )
+            if applied:  # the tests ran the policy's code, which stopped them short
+                return Score.policy_fault("crash", f"{task.name}: {said}")
+            return self._failed("error", task, said)
         notes.insert(0, f"reward {reward.value:g} from {reward.source}")
         return Score(
             value=reward.value,
@@ -608,13 +611,17 @@ class HarborTask(ThreadedReward):
     def _failed(self, kind: str, task: HarborTaskSpec, message: str) -> Score:
         return Score.failed(kind, f"{task.name}: {message}", self.name)  # type: ignore[arg-type]
 
-    def _timed_out(self, task: HarborTaskSpec, timeout: float) -> Score:
-        return self._failed(
-            "timeout",
-            task,
+    def _timed_out(self, task: HarborTaskSpec, timeout: float, applied: bool) -> Score:
+        """Past the verifier's timeout: the policy's verdict where its diff changed what the
+        tests run (its code hung them), the task's Failure where they ran the workspace as
+        the task ships it."""
+        said = (
             f"tests/test.sh ran past the verifier timeout of {timeout:g}s (the container was "
-            "killed)",
+            "killed)"
         )
+        if applied:
+            return Score.policy_fault("timeout", f"{task.name}: {said}")
+        return Score.failed("timeout", f"{task.name}: {said}", self.name, blame="data")
 
     def _read_reward(self, box: Container) -> _Reward | None:
         data = box.read(REWARD_JSON, max_bytes=self.max_reward_bytes)
@@ -628,20 +635,25 @@ class HarborTask(ThreadedReward):
 
 def _setup_account(output: bytes, nonce: str) -> tuple[dict[str, int], bytes]:
     """The set-up's marker lines (``setup``: how the diff went, ``prepared``: the tests were
-    copied in) and the output after them (the tests'). Only the first of each counts: what
-    the tests print comes after, and cannot change them."""
+    copied in, with the diff's code again) and the output after them (the tests'). Only the
+    first of each counts: what the tests print comes after, and cannot change them."""
     events: dict[str, int] = {}
     rest = output
     mark = f"\n{nonce} ".encode()
     for key in ("setup", "prepared"):
         _, sep, tail = rest.partition(mark + key.encode() + b" ")
         if not sep:
+            if key == "setup":
+                continue  # lost with the exec's first output: the prepared line repeats it
             break
         value, _, rest = tail.partition(b"\n")
         try:
-            events[key] = int(value)
-        except ValueError:
+            numbers = [int(v) for v in value.split()]
+            events[key] = numbers[0]
+        except (ValueError, IndexError):
             break
+        if key == "prepared" and len(numbers) > 1:
+            events.setdefault("setup", numbers[1])
     return events, rest
 
 

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from referee.errors import MissingDependency, SandboxError
+from referee.verifiers.sandbox.base import file_bytes
 
 __all__ = [
     "CAPS",
@@ -340,7 +341,7 @@ def _tar(files: Mapping[str, FileContent], mode: int) -> bytes:
             if isinstance(content, Path):
                 _add_path(tar, content, name)
                 continue
-            data = content.encode() if isinstance(content, str) else content
+            data = file_bytes(content)
             info = tarfile.TarInfo(name)
             info.size, info.mode, info.mtime = len(data), mode, int(time.time())
             tar.addfile(info, io.BytesIO(data))

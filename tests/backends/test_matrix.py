@@ -16,7 +16,6 @@ hangs fails its cells and not the suite.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -78,13 +77,6 @@ def _why(case: Case, door: Door, outcome: Outcome, i: int) -> str:
     return "; ".join([*lost, *([note] if note else [])])
 
 
-# Opt-in for now (REFEREE_MATRIX=1): run alone, its cells pass but for six known gaps (docs:
-# trainers/matrix.md); inside the whole suite, under load, its shared serve and reward-loop
-# processes still fail cells that pass alone. Both are open work of issue 43.
-@pytest.mark.skipif(
-    os.environ.get("REFEREE_MATRIX") != "1",
-    reason="the conformance matrix is opt-in: REFEREE_MATRIX=1 pytest tests/backends/",
-)
 @pytest.mark.parametrize(("name", "door"), CELLS)
 def test_the_same_number_through_every_door(matrix: Context, name: str, door: Door) -> None:
     case = matrix.cases[name]

@@ -203,14 +203,22 @@ def test_a_diff_cannot_replace_the_tests_or_plant_a_reward(reward: HarborTask) -
     assert fixed.value == 1.0, fixed  # the control: the workspace really is "/"
 
 
-def test_no_reward_file_is_a_failure(reward: HarborTask) -> None:
-    score = referee.score(reward, [_rollout(FIX, "silent")])[0]
+def test_no_reward_file_is_the_task_failure_unless_the_policy_code_ran(
+    reward: HarborTask,
+) -> None:
+    # The unchanged workspace: the task's own tests write no reward, the data's fault.
+    score = referee.score(reward, [_rollout(None, "silent")])[0]
     assert score.value is None and score.failure is not None
-    assert score.failure.type == "error"
+    assert score.failure.type == "error" and score.failure.blame == "data"
     assert "wrote no reward" in score.failure.message and "checking" in score.failure.message
+    # With the policy's diff applied its code ran in the tests, which stopped short: its 0
+    # (a Failure here would mask the sample, a way out of a 0 a policy can learn).
+    crashed = referee.score(reward, [_rollout(FIX, "silent")])[0]
+    assert crashed.failure is None and crashed.value == 0.0 and crashed.fault == "crash"
+    assert "wrote no reward" in (crashed.reason or "")
 
 
-def test_a_verifier_timeout_is_a_failure_and_kills_the_container(
+def test_a_verifier_timeout_is_the_policy_zero_and_kills_the_container(
     reward: HarborTask, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import docker
@@ -224,10 +232,14 @@ def test_a_verifier_timeout_is_a_failure_and_kills_the_container(
 
     monkeypatch.setattr(HarborTask, "_run", spy)
     score = referee.score(reward, [_rollout(FIX, "slow")])[0]
-    assert score.failure is not None and score.failure.type == "timeout", score
-    assert "verifier timeout of 1s" in score.failure.message
+    assert score.failure is None and score.value == 0.0 and score.fault == "timeout", score
+    assert "verifier timeout of 1s" in (score.reason or "")
+    # The unchanged workspace hangs the task's own tests: the data's Failure.
+    [unchanged] = referee.score(reward, [_rollout(None, "slow")])
+    assert unchanged.failure is not None and unchanged.failure.type == "timeout"
+    assert unchanged.failure.blame == "data"
     engine = reward.pool(read_task(Path(reward.tasks_dir or "") / "slow")).engine
-    assert len(leased) == 1  # the container that ran the tests, by its id
+    assert len(leased) == 2  # the containers that ran the tests, by their ids
     # killed at the deadline (then removed in the background): never left running
     with contextlib.suppress(docker.errors.NotFound):
         assert engine.client.containers.get(leased[0]).status != "running"
@@ -499,3 +511,19 @@ def test_a_reward_file_over_the_cap_is_a_failure(tasks: Path, docker_engine: str
     )
     score = referee.score(small, [_rollout(FIX, "json-check")])[0]
     assert score.failure is not None and "over max_reward_bytes 8" in score.failure.message
+
+
+def test_the_set_up_is_read_when_the_engine_lost_the_first_output() -> None:
+    # Docker can drop an exec's first output when its attach is late (moby/moby#27289): the
+    # setup marker was lost, and a rollout whose diff applied was Failure("sandbox").
+    from referee.rewards.harbor import _setup_account
+
+    nonce = "ab" * 16
+    whole = f"Checking patch calc.py...\n{nonce} setup 0\n\n{nonce} prepared 0 0\nTESTS".encode()
+    lost = f"{nonce} prepared 0 0\nTESTS".encode()  # the start gone; its own newline stays
+    for output in (whole, b"\n" + lost):
+        events, rest = _setup_account(output, nonce)
+        assert events == {"setup": 0, "prepared": 0}, output
+        assert rest == b"TESTS"
+    events, _ = _setup_account(f"\n{nonce} setup 1\n\n{nonce} prepared 0 1\n".encode(), nonce)
+    assert events == {"setup": 1, "prepared": 0}

@@ -152,7 +152,9 @@ def _stat(pid: int) -> list[str] | None:
 
 
 def _children() -> list[int]:
-    """This process's descendants: its workers are the zygote's children."""
+    """This process's check workers: the processes of `referee.workers` (the zygote, the
+    workers it forks, fresh ones) and theirs; not what other tests left (a shared sandbox's
+    workers keep house on a loaded machine)."""
     parents = {}
     for name in os.listdir("/proc"):
         fields = _stat(int(name)) if name.isdigit() else None
@@ -162,7 +164,20 @@ def _children() -> list[int]:
     while frontier:
         frontier = {pid for pid, parent in parents.items() if parent in frontier}
         found += sorted(frontier)
-    return found
+    ours = {pid for pid in found if b"referee.workers." in _cmdline(pid)}
+    kept = set(ours)
+    for pid in found:  # in order: a parent before its children
+        if parents.get(pid) in kept:
+            kept.add(pid)
+    return [pid for pid in found if pid in kept]
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read()
+    except OSError:
+        return b""
 
 
 def _cpu(pid: int) -> float:

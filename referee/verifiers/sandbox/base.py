@@ -15,6 +15,7 @@ from referee.errors import ProgramError, SandboxError
 
 _SIGXCPU = int(signal.SIGXCPU)
 
+
 __all__ = [
     "BackendOptions",
     "Job",
@@ -25,7 +26,14 @@ __all__ = [
     "Sandbox",
     "SandboxError",
     "SandboxSession",
+    "file_bytes",
 ]
+
+
+def file_bytes(data: str | bytes) -> bytes:
+    """A job's file as bytes: text as UTF-8, a lone surrogate (which the policy's text can
+    hold) as the bytes it stands for, so the file is what was written, not a host error."""
+    return data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
 
 
 @dataclass(frozen=True, slots=True)

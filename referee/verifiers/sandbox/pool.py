@@ -21,7 +21,14 @@ from typing import Any
 
 from referee.verifiers.sandbox import _wire
 from referee.verifiers.sandbox._cgroup import WorkerCgroup
-from referee.verifiers.sandbox.base import Job, Limits, ProgramError, RunResult, SandboxError
+from referee.verifiers.sandbox.base import (
+    Job,
+    Limits,
+    ProgramError,
+    RunResult,
+    SandboxError,
+    file_bytes,
+)
 from referee.verifiers.sandbox.uids import UidClaim
 
 __all__ = ["ProcessWorker", "Worker", "WorkerPool"]
@@ -242,8 +249,7 @@ def _zygote_below(root: int) -> int | None:
 
 def _job_wire(job: Job, kind: str) -> dict[str, Any]:
     files = {
-        name: base64.b64encode(data.encode() if isinstance(data, str) else data).decode("ascii")
-        for name, data in job.files.items()
+        name: base64.b64encode(file_bytes(data)).decode("ascii") for name, data in job.files.items()
     }
     spec: dict[str, Any] = {
         "kind": kind,

@@ -587,3 +587,14 @@ def test_a_job_stopped_at_its_cpu_time_ran_over_time(box: LocalSandbox) -> None:
     assert result.over_time
     assert "CPU time" in result.describe()
     assert not box.run(Job(source="print('next')")).over_time
+
+
+def test_a_file_holding_a_lone_surrogate_is_written_as_its_bytes(box: LocalSandbox) -> None:
+    # The policy's text can hold one (JSON's "\ud800"); it raised UnicodeEncodeError in the
+    # host, a Failure, where the program it wrote is simply not valid UTF-8.
+    files = {"prog.py": "x = '\ud800'\nprint('ran')\n"}
+    result = box.run(Job(command=("python3", "prog.py"), files=files))
+    assert not result.ok and b"ran" not in result.stdout
+    assert b"utf-8" in result.stderr.lower() or b"utf8" in result.stderr.lower(), result.stderr
+    shown = box.run(Job(command=("sh", "-c", "od -An -tx1 prog.py | head -1"), files=files))
+    assert b"ed a0 80" in shown.stdout  # the surrogate's own three bytes
