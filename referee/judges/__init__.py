@@ -16,7 +16,6 @@ from referee.judges.cache import (
     VerdictStore,
     cache_key,
     default_cache_path,
-    shared_cache,
 )
 from referee.judges.client import (
     BudgetExceeded,
@@ -31,6 +30,7 @@ from referee.judges.options import JudgeOptions, PanelOptions
 from referee.judges.prompts import fence_for, judge_messages, verdict_model
 from referee.judges.redis_cache import RedisVerdictCache
 from referee.judges.rubric import Criterion, Rubric, Scale, available_rubrics, load_rubric
+from referee.judges.stores import shared_cache
 
 __all__ = [
     "BudgetExceeded",

@@ -15,8 +15,9 @@ The key is SHA-256 of the call's canonical JSON (`cache_key`). Caches filled bef
 this form are read through `legacy_cache_key`: a miss looks there once and moves the entry.
 
 A cluster shares one cache in Redis or Valkey instead (`referee.judges.redis_cache`), with the
-same keys and entries: `shared_cache` opens whichever its location names, and both keep the
-`VerdictStore` protocol the judge client uses.
+same keys and entries: `referee.judges.stores.shared_cache` opens whichever its location
+names (chosen there, above both backends), and both keep the `VerdictStore` protocol the
+judge client uses.
 """
 
 from __future__ import annotations
@@ -39,10 +40,8 @@ __all__ = [
     "VerdictStore",
     "cache_key",
     "default_cache_path",
-    "is_cache_url",
     "legacy_cache_key",
     "parse_entry",
-    "shared_cache",
 ]
 
 logger = logging.getLogger("referee.judges")
@@ -270,50 +269,3 @@ class VerdictCache(FrontMixin):
 
     def __len__(self) -> int:
         return int(self._conn().execute("SELECT COUNT(*) FROM verdicts").fetchone()[0])
-
-
-_shared: dict[str, VerdictStore] = {}
-_by_argument: dict[tuple[str | None, str | None, str | None], VerdictStore] = {}
-_shared_lock = threading.Lock()
-
-_URL_SCHEMES = ("redis://", "rediss://", "unix://")
-
-
-def is_cache_url(location: object) -> bool:
-    """Whether `location` names a Redis cache (``redis://``, ``rediss://``, ``unix://``)
-    rather than a SQLite file."""
-    return isinstance(location, str) and location.startswith(_URL_SCHEMES)
-
-
-def shared_cache(location: str | os.PathLike[str] | None = None) -> VerdictStore:
-    """The process's cache for `location`: a SQLite file (None: `default_cache_path`), or a
-    Redis/Valkey URL (``redis://host:6379/0``, see `referee.judges.redis_cache`). One object
-    per process and location, with one memory front (and, for SQLite, one connection per
-    thread), not one per call."""
-    # Every judge call asks: the answer is remembered by the argument as given (and, for the
-    # default path, the variables that decide it).
-    given = None if location is None else os.fspath(location)
-    argument = (
-        (given, None, None)
-        if given is not None
-        else (None, os.environ.get("REFEREE_CACHE_DIR"), os.environ.get("XDG_CACHE_HOME"))
-    )
-    cache = _by_argument.get(argument)
-    if cache is not None:
-        return cache
-    if is_cache_url(given):
-        key = str(given)
-    else:
-        key = str(Path(given) if given is not None else default_cache_path())
-    with _shared_lock:
-        cache = _shared.get(key)
-        if cache is None:
-            if is_cache_url(key):
-                from referee.judges.redis_cache import RedisVerdictCache
-
-                cache = RedisVerdictCache(key)
-            else:
-                cache = VerdictCache(key)
-            _shared[key] = cache
-        _by_argument[argument] = cache
-        return cache

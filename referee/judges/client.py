@@ -38,7 +38,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, StringConstraints, 
 
 from referee._http import MAX_BODY, Retry, calls_in_flight
 from referee.errors import BudgetExceeded, JudgeError, JudgeTimeout
-from referee.judges.cache import VerdictStore, cache_key, legacy_cache_key, shared_cache
+from referee.judges.cache import VerdictStore, cache_key, legacy_cache_key
 from referee.judges.limits import (
     RequestRate,
     TokenRate,
@@ -51,6 +51,7 @@ from referee.judges.limits import (
 )
 from referee.judges.logprobs import Candidates, candidates_at_values
 from referee.judges.redis_cache import check_cache_url
+from referee.judges.stores import shared_cache
 from referee.judges.transport import Completion, Request, Transport, route, send_http
 from referee.judges.via_litellm import load as load_litellm
 from referee.judges.via_litellm import price, send_litellm, supports_schema
