@@ -126,35 +126,18 @@ def test_the_cycle_finder_finds_cycles() -> None:
     assert _cycles({"p": set(), "p.m": {"p"}}) == []  # a module and its package
 
 
+# Cycles through imports inside functions (and under TYPE_CHECKING) too: a lazy import is
+# still a dependency, and a module that imports its importer at call time is one unit split
+# in two.
+
+
 def test_no_import_cycles() -> None:
     graph: dict[str, set[str]] = {}
     for path in SOURCES:
         name = _module_name(path)
-        graph[name] = {t for t, _ in _imports(path, top_level_only=True)} - {name}
+        graph[name] = {t for t, _ in _imports(path, top_level_only=False)} - {name}
     cycles = _cycles(graph)
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
-
-
-# Cycles through imports inside functions too: a lazy import is still a dependency, and a
-# module that imports its importer at call time is one unit split in two. These two are left
-# to break (issue 45: `ReportRow` lives in the module that imports them); the list may only
-# shrink, and the test says when an entry is gone.
-_KNOWN_CYCLES = {
-    frozenset({"referee.report.diagnostics", "referee.report.panel"}),
-    frozenset({"referee.report.diagnostics", "referee.report.passk"}),
-}
-
-
-def test_no_import_cycles_through_lazy_imports_either() -> None:
-    graph: dict[str, set[str]] = {}
-    for path in SOURCES:
-        name = _module_name(path)
-        graph[name] = {t for t, _ in _imports(path, top_level_only=False)} - {name}
-    found = {frozenset(c) for c in _cycles(graph)}
-    new = [" -> ".join(c) for c in _cycles(graph) if frozenset(c) not in _KNOWN_CYCLES]
-    assert not new, "import cycles:\n" + "\n".join(new)
-    gone = _KNOWN_CYCLES - found
-    assert not gone, f"no longer a cycle: take it out of _KNOWN_CYCLES: {sorted(map(sorted, gone))}"
 
 
 @pytest.mark.parametrize(

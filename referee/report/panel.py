@@ -41,7 +41,7 @@ from referee.report.results import (
 from referee.report.stats import AlphaLevel, krippendorff_alpha, pearson, quantile
 
 if TYPE_CHECKING:
-    from referee.report.diagnostics import ReportRow
+    from referee.report.rows import ReportRow
 
 __all__ = ["build_panels", "panel_lines", "panel_member"]
 

@@ -35,7 +35,7 @@ from referee.report.results import GroupRate, PassAtK, PassAtKSlice, Report
 from referee.report.stats import pass_at_k, quantile
 
 if TYPE_CHECKING:
-    from referee.report.diagnostics import ReportRow
+    from referee.report.rows import ReportRow
 
 __all__ = ["FailedAs", "build_passk", "default_ks", "math_answer", "parse_ks", "passk_lines"]
 
