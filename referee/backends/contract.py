@@ -132,16 +132,25 @@ _LACKS: dict[Need, str] = {
 }
 
 
+_fits: dict[tuple[int, frozenset[Need]], Reward] = {}
+
+
 def refuse_unfit(reward: Reward, door: Door) -> Reward:
     """`reward`, if `door` carries all its required parts need (`referee.reward.needs`).
+    A reward that fits is remembered by what the door carries: a door that asks per sample
+    or per request (verl's `compute_score`, ``/get_reward``) walks the tree once.
 
     Raises:
         SpecError: A part needs what the door cannot carry; the message names the part, the
             need, the door and what to use instead.
     """
+    key = (id(reward), door.carries)
+    if _fits.get(key) is reward:
+        return reward
     missing = [(part, need) for part, need in needs(reward)
                if need in _LACKS and need not in door.carries]  # fmt: skip
     if not missing:
+        _fits[key] = reward
         return reward
     lines = []
     for need in dict.fromkeys(n for _, n in missing):

@@ -87,22 +87,11 @@ def reward_for(spec: str | Path | Mapping[str, Any] | Reward | None, *, door: Do
         source = plain(spec)
         key = json.dumps(source, sort_keys=True, default=str)
     else:
-        return _fit(resolve(spec), door)
+        return refuse_unfit(resolve(spec), door)
     reward = _loaded.get(key)
     if reward is None:
         reward = _loaded[key] = resolve(source)
-    return _fit(reward, door)
-
-
-_fits: dict[tuple[int, frozenset[Need]], Reward] = {}
-
-
-def _fit(reward: Reward, door: Door) -> Reward:
-    """`refuse_unfit`, once per reward and what the door carries (every sample asks)."""
-    key = (id(reward), door.carries)
-    if _fits.get(key) is not reward:
-        _fits[key] = refuse_unfit(reward, door)
-    return reward
+    return refuse_unfit(reward, door)
 
 
 _bridges: dict[int, tuple[Reward, Bridge]] = {}
