@@ -11,16 +11,18 @@ TEST_DEPS = .venv/.test-deps
 demo: .venv/bin/referee
 	.venv/bin/referee demo
 
-.venv/bin/referee: pyproject.toml
+.venv/bin/uv:
 	test -x $(PY) || python3 -m venv .venv
-	test -x .venv/bin/uv || $(PY) -m pip install -q "uv==$(UV_VERSION)"
+	$(PY) -m pip install -q "uv==$(UV_VERSION)"
+
+.venv/bin/referee: pyproject.toml | .venv/bin/uv
 	$(UV) -e .
 	touch $@
 
 # Everything the tests, checks, docs and benchmarks need; `make test` runs it itself, once.
 install: $(TEST_DEPS)
 
-$(TEST_DEPS): .venv/bin/referee pyproject.toml Makefile requirements/constraints.txt
+$(TEST_DEPS): .venv/bin/referee pyproject.toml Makefile requirements/constraints.txt | .venv/bin/uv
 	# torch first, pinned: 2.13.0 is the CPU wheel on this machine's disk; left to trl or verl,
 	# pip would fetch a CUDA build of several GB.
 	$(PY) -m pip install -q torch==2.13.0
