@@ -203,7 +203,7 @@ class Combined(RewardBase):
         if dupes:
             raise ValueError(f"{self.name}: component names must be unique, repeated: {dupes}")
         _finite(self.name, failure_value=self.failure_value, floor=self.floor)
-        self._total_weight = sum(c.weight for c in self.components)
+        self._total_weight = math.fsum(c.weight for c in self.components)
         _finite(self.name, **{"the sum of the weights": self._total_weight})
         self._sync = all(is_sync(c.reward) for c in self.components)
         # The components in order, as runs of sync ones and single async ones.
@@ -336,7 +336,8 @@ class Combined(RewardBase):
         reasons = []
         cost = None
         weighs = self.mode == "weighted" or self.mode == "mean"
-        total = present = 0.0  # weighted / mean
+        terms: list[float] = []  # weighted / mean: weight * value, and the weights, summed exactly
+        weights: list[float] = []
         values: list[float] = []  # min / max / product / cascade
         omitted: list[str] = []  # no value, left out under "omit"
         valued: list[tuple[str, float]] = []  # no value, counted as their failure_value
@@ -366,8 +367,9 @@ class Combined(RewardBase):
             elif comp.weight != 0:
                 # A zero-weight component (typically a gate) adds nothing to a weighted total;
                 # counting it as present would turn a total with no real value into 0.
-                total += comp.weight * value
-                present += comp.weight
+                terms.append(comp.weight * value)
+                weights.append(comp.weight)
+        total, present = math.fsum(terms), math.fsum(weights)
         skipped = (
             tuple(c.name for c in self.components if c.name not in per)
             if len(per) < len(self.components)
@@ -386,6 +388,8 @@ class Combined(RewardBase):
             result, headline = self.floor, f"gate {stop[0].name} not passed"
         elif present if weighs else values:
             result = self._combine(total, present, values)
+            if weighs:
+                result = tidy(result)
             notes = [f"{n} omitted (no value; on_failure: omit)" for n in omitted]
             notes += [f"{n} counted as {v!r} (no value; on_failure: value)" for n, v in valued]
             if notes:
@@ -464,14 +468,14 @@ class Combined(RewardBase):
         if len({len(st) for _, st in stepped}) != 1:
             return None
         if mode == "weighted" or mode == "mean":
-            combined = [0.0] * len(stepped[0][1])
-            for weight, steps in stepped:
-                for t, value in enumerate(steps):
-                    combined[t] += weight * value
+            combined = [
+                math.fsum(weight * steps[t] for weight, steps in stepped)
+                for t in range(len(stepped[0][1]))
+            ]
             if mode == "mean":
-                total = sum(w for w, _ in stepped) or 1.0
-                return tuple([v / total for v in combined])
-            return tuple(combined)
+                total = math.fsum(w for w, _ in stepped) or 1.0
+                combined = [v / total for v in combined]
+            return tuple(tidy(v) for v in combined)
         columns = list(zip(*(st for _, st in stepped), strict=True))
         if mode == "min":
             return tuple(min(col) for col in columns)
@@ -495,6 +499,19 @@ class Combined(RewardBase):
         if mode == "product":
             return math.prod(values)
         return values[0]  # cascade: the first component that gave a value
+
+
+NOISE = 1e-12
+"""How far from a whole number a weighted total may be and still be that number (`tidy`)."""
+
+
+def tidy(value: float) -> float:
+    """A weighted total with the float noise of its sum taken off: within `NOISE` of a whole
+    number, that number (``0.9999999999999999`` from weights 0.1 + 0.2 + 0.7 is 1.0, and
+    ``2.2e-17`` is 0.0). The weighted sum itself is exact (`math.fsum`); this is the rounding
+    of the products, which no ordering removes."""
+    nearest = round(value) if math.isfinite(value) else value
+    return float(nearest) if abs(value - nearest) < NOISE else value
 
 
 def _deadline_of(reward: Any, stacklevel: int) -> float | None:

@@ -372,3 +372,15 @@ def test_sync_runs_in_a_mixed_combination_score_rollout_by_rollout(
     assert sorted(parsed, key=int) == [str(i) for i in range(300)]  # each parsed once
     assert all(s.value == pytest.approx(1.0 + 1.0 + 0.5) for s in scores)
     assert sorted(waits.seen, key=int) == [str(i) for i in range(300)]
+
+
+@pytest.mark.parametrize("weights", [(0.6, 0.3, 0.1), (0.1, 0.2, 0.7), (0.05, 0.15, 0.8)])
+def test_a_perfect_weighted_score_is_one_not_float_noise(weights: tuple[float, ...]) -> None:
+    """Weights that add to 1 and components that all give 1 total 1.0, not 0.9999999999999999
+    (what TRL received, issue 46); per-step totals too. A total near, not at, a whole number
+    is left alone."""
+    full = referee.reward(lambda r: 1.0)
+    combined = referee.weighted({f"c{i}": (full, w) for i, w in enumerate(weights)})
+    [score] = referee.score(combined, [Rollout(id="1", completion="x")])
+    assert score.value == 1.0
+    assert referee.compose.tidy(1 - 1e-9) == 1 - 1e-9 and referee.compose.tidy(2.2e-17) == 0.0

@@ -100,14 +100,19 @@ def _rate(values: Sequence[float], excluded: int, seed: int = 0) -> GroupRate:
     if n == 0:
         return GroupRate(value=None, se=None, ci_low=None, ci_high=None, problems=0,
                          excluded=excluded)  # fmt: skip
-    mean = math.fsum(values) / n
+    # Equal values have their own mean and no spread: fsum(values) / n can miss the value by
+    # an ulp, and the spread around that is float noise (the report printed "± 2.27e-17").
+    mean = values[0] if min(values) == max(values) else math.fsum(values) / n
     se = low = high = None
     if n >= 2:
         sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
         se = sd / math.sqrt(n)
-        rng = random.Random(seed)
-        draws = sorted(math.fsum(rng.choices(values, k=n)) / n for _ in range(RESAMPLES))
-        low, high = quantile(draws, 0.025), quantile(draws, 0.975)
+        if sd == 0:
+            low = high = mean
+        else:
+            rng = random.Random(seed)
+            draws = sorted(math.fsum(rng.choices(values, k=n)) / n for _ in range(RESAMPLES))
+            low, high = quantile(draws, 0.025), quantile(draws, 0.975)
     return GroupRate(value=mean, se=se, ci_low=low, ci_high=high, problems=n, excluded=excluded)
 
 

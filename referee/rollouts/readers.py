@@ -29,9 +29,14 @@ Shapes (``--format``; detected from the first row when not given):
   rollouts, ``metadata.preferred`` true for the chosen one, so ``referee report`` gives the
   reward's pairwise accuracy against the people who chose.
 
+Rows that name no group (``canonical`` and ``openai``) are grouped by their prompt: the
+attempts at one prompt form a group, as TRL's reward functions group them, under a key that
+says so (``prompt:`` and a hash of the prompt); ``--map group=<column>`` sets another.
+
 A mapping (``--map field=path``) sets any rollout field from a dotted path into the source row,
-on top of the shape: ``--map reference=reward_model.ground_truth``, ``--map
-metadata.label=human_score``. A row that cannot become a rollout is a `RowError` with its row
+on top of the shape; a path indexes lists too (``-1`` the last item): ``--map
+reference=reward_model.ground_truth``, ``--map metadata.label=human_score``, ``--map
+completion=messages.-1.content``. A row that cannot become a rollout is a `RowError` with its row
 number; it is never dropped.
 """
 
@@ -42,6 +47,7 @@ import gzip
 import hashlib
 import io
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, Literal, get_args
@@ -206,12 +212,35 @@ def detect_format(row: Row) -> FileFormat:
 
 
 def _get(row: Row, path: str) -> Any:
+    """The value at a dotted path into a row: keys of objects, and indexes of lists
+    (``messages.1.content``; ``-1`` is the last item). A column whose own name has the dots
+    wins."""
+    if path in row:
+        return row[path]
     value: Any = row
     for part in path.split("."):
-        if not isinstance(value, Mapping) or part not in value:
+        if isinstance(value, Mapping) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and re.fullmatch(r"-?\d+", part):
+            index = int(part)
+            if not -len(value) <= index < len(value):
+                raise KeyError(path)
+            value = value[index]
+        else:
             raise KeyError(path)
-        value = value[part]
     return value
+
+
+PROMPT_GROUP = "prompt:"
+"""The start of a group key read from the prompt: the rows carried none (`prompt_group`)."""
+
+
+def prompt_group(prompt: Any) -> str | None:
+    """The group of a rollout whose row names none: its prompt's, so the attempts at one
+    prompt form a group, as TRL's reward functions group them. None for no prompt."""
+    if prompt in (None, "", []):
+        return None
+    return PROMPT_GROUP + _short_hash(prompt)
 
 
 def _text_key(value: Any) -> str:
@@ -229,6 +258,8 @@ def _canonical(row: Row, number: int) -> list[dict[str, Any]]:
     others = {k: v for k, v in row.items() if k not in data}
     if others:  # columns beyond the canonical ones are kept, as metadata
         data["metadata"] = {**others, **dict(row.get("metadata") or {})}
+    if data.get("group") is None and (group := prompt_group(data.get("prompt"))) is not None:
+        data["group"] = group
     return [data]
 
 
@@ -327,7 +358,7 @@ def _openai(row: Row, number: int) -> list[dict[str, Any]]:
         "prompt": messages[:start],
         "completion": messages[start:],
         "reference": row.get("reference"),
-        "group": row.get("group"),
+        "group": row["group"] if row.get("group") is not None else prompt_group(messages[:start]),
         "metadata": metadata,
     }]  # fmt: skip
 
@@ -489,9 +520,12 @@ def _canonical_jsonl(path: Path) -> Iterator[RowOk | RowError]:
                 for _, size, row, error in _object_rows(io.BytesIO(raw), first=number):
                     yield from _items(number, size, row, error, _canonical, {})
                 continue
+            update: dict[str, Any] = {}
             if not rollout.id:
-                rollout = rollout.model_copy(update={"id": str(number)})
-            yield RowOk(number, rollout, len(raw))
+                update["id"] = str(number)
+            if rollout.group is None and (group := prompt_group(rollout.prompt)) is not None:
+                update["group"] = group
+            yield RowOk(number, rollout.model_copy(update=update) if update else rollout, len(raw))
 
 
 def __getattr__(name: str) -> object:

@@ -17,7 +17,7 @@ from referee.reward import Reward
 from referee.rollouts.jsonl import RowError, RowOk
 from referee.rollouts.needs import check_rows
 from referee.rollouts.output import check_output, open_output, write_output
-from referee.rollouts.readers import FileFormat, read_rollouts
+from referee.rollouts.readers import PROMPT_GROUP, FileFormat, read_rollouts
 from referee.rollouts.scored import ScoredRow, row_json
 from referee.rollouts.summary import Summary
 from referee.scores import Failure, Score
@@ -122,7 +122,10 @@ async def score_rows(
         for row in batch:
             if isinstance(row, RowOk):
                 score = next(scores)
-                emit(row.line, row.rollout.id, row.rollout.group, score)
+                group = row.rollout.group
+                emit(row.line, row.rollout.id, group, score)
+                if group is not None and group.startswith(PROMPT_GROUP):
+                    run.summary.prompt_grouped += 1
             else:
                 score = _error_score(row, source)
                 run.unreadable += 1
@@ -268,6 +271,8 @@ def _recover(partial: Path, run: ScoreRun) -> int:
             except ValueError:  # pydantic's ValidationError is one
                 break
             run.summary.add(row.score())
+            if row.group is not None and row.group.startswith(PROMPT_GROUP):
+                run.summary.prompt_grouped += 1
             if row.failure is not None and row.failure.type == "invalid_input":
                 run.unreadable += 1
             done += 1

@@ -262,3 +262,12 @@ def test_report_command_gives_pass_at_k_per_subset(tmp_path: Path) -> None:
     assert run.returncode == 2 and "pass one" in run.stderr
     run = cli("report", str(scored), "--k", "1,two")
     assert run.returncode == 2 and "positive integers" in run.stderr
+
+
+def test_equal_scores_have_no_spread_not_float_noise() -> None:
+    """Every problem scoring 0.7 has a rate of 0.7 ± 0 (issue 46: the report printed
+    ``± 2.27e-17`` where fsum(values) / n missed the value by an ulp)."""
+    from referee.report.passk import _rate
+
+    rate = _rate([0.7] * 3, excluded=0)
+    assert rate.value == 0.7 and rate.se == 0.0 and rate.ci_low == rate.ci_high == 0.7

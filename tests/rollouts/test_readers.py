@@ -196,3 +196,38 @@ def test_verl_references_stored_as_json_text_are_decoded_as_verl_decodes_them(
     [score] = referee.score(referee.load(spec), [from_dump])
     verl = compute_score("openai/gsm8k", completion, truth, spec=spec)
     assert score.value == verl["score"] == 1.0
+
+
+def test_a_mapped_path_indexes_lists(tmp_path: Path) -> None:
+    """--map reaches into lists as field_match's paths do (issue 46): `messages.1.content`,
+    and `-1` for the last item; a path past a list's end is an error naming it."""
+    row = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant",
+           "content": "4"}], "answers": ["4", "four"]}  # fmt: skip
+    path = write_jsonl(tmp_path / "r.jsonl", [row])
+    mapping = {"prompt": "messages.0.content", "completion": "messages.-1.content",
+               "reference": "answers.1"}  # fmt: skip
+    [rollout] = ok(list(read_rollouts(path, format="canonical", mapping=mapping)))
+    assert (rollout.prompt, rollout.completion, rollout.reference) == ("2+2?", "4", "four")
+    [item] = list(read_rollouts(path, format="canonical", mapping={"reference": "answers.2"}))
+    assert isinstance(item, RowError) and "'answers.2'" in item.message
+
+
+def test_rows_with_no_group_are_grouped_by_their_prompt(tmp_path: Path) -> None:
+    """OpenAI-chat and canonical rows that name no group: the attempts at one prompt form a
+    group (issue 46), under a key that says where it came from; a row's own group, or a mapped
+    one, wins."""
+    ask = [{"role": "user", "content": "2+2?"}]
+    chats = [{"messages": [*ask, {"role": "assistant", "content": a}]} for a in ("4", "5")]
+    chats.append({"messages": [{"role": "user", "content": "3+3?"},
+                               {"role": "assistant", "content": "6"}]})  # fmt: skip
+    a, b, c = ok(list(read_rollouts(write_jsonl(tmp_path / "chat.jsonl", chats))))
+    assert a.group == b.group != c.group and a.group.startswith("prompt:")
+    plain = [{"prompt": "p", "completion": x} for x in ("1", "2")]
+    plain.append({"prompt": "p", "completion": "3", "group": "mine"})
+    plain.append({"prompt": "", "completion": "4"})
+    path = write_jsonl(tmp_path / "plain.jsonl", plain)
+    one, two, three, four = ok(list(read_rollouts(path)))
+    assert one.group == two.group != a.group  # another prompt's
+    assert one.group.startswith("prompt:") and three.group == "mine" and four.group is None
+    mapped = ok(list(read_rollouts(path, mapping={"group": "completion"})))
+    assert [r.group for r in mapped] == ["1", "2", "3", "4"]

@@ -59,3 +59,19 @@ def test_score_to_path_never_writes_through_a_link(tmp_path: Path) -> None:
                           spec_text="{}")  # fmt: skip
         assert outside.read_text() == "keep me"
         link.unlink()
+
+
+def test_the_summary_counts_failure_reasons_and_prompt_groups(tmp_path: Path) -> None:
+    """What `referee score` prints when rows fail (issue 46): each distinct reason with its
+    count (an unreadable row's line number dropped, so one cause counts once), whether every
+    row failed, and how many rows were grouped by their prompt."""
+    rows = [{"prompt": "p", "reference": "4"} for _ in range(3)]  # no completion
+    rows.append({"prompt": "p", "completion": "4", "reference": "4"})
+    path = write_jsonl(tmp_path / "in.jsonl", rows)
+    summary = score_file(path, referee.load(SPEC), io.StringIO(), format="canonical").summary
+    [(reason, count)] = summary.reasons.items()
+    assert count == 3 and reason.startswith("invalid_input: ") and "line" not in reason[:20]
+    assert summary.failed == 3 and not summary.all_failed and summary.prompt_grouped == 1
+    path = write_jsonl(tmp_path / "bad.jsonl", rows[:3])
+    run = score_file(path, referee.load(SPEC), io.StringIO(), format="canonical")
+    assert run.summary.all_failed
