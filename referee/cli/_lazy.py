@@ -47,6 +47,9 @@ class LazyCommands(MutableMapping[str, click.Command]):
         if found == (None, None):
             raise KeyError(name)
 
+    def __contains__(self, name: object) -> bool:  # (Mapping's would import the command)
+        return name in self._paths or name in self._loaded
+
     def __iter__(self) -> Iterator[str]:
         return iter(sorted(self._paths.keys() | self._loaded.keys()))
 
