@@ -117,3 +117,29 @@ def summary_tables(summary: Summary) -> list[Table]:
             failures.add_row(kind, str(count))
         tables.append(failures)
     return tables
+
+
+def run_notes(summary: Summary, *, reasons: int = 5) -> list[str]:
+    """What a person must see of a run besides its tables: how many rows failed, with the first
+    `reasons` distinct reasons and their counts, and whether rows were grouped by prompt."""
+    notes: list[str] = []
+    if summary.failed:
+        share = summary.failed / summary.rows
+        head = (
+            f"every row failed ({summary.rows})"
+            if summary.all_failed
+            else f"{summary.failed} of {summary.rows} rows failed"
+            + (" (most of them)" if share > 0.5 else "")
+        )
+        notes.append(head + ("; the reasons:" if summary.reasons else ""))
+        shown = summary.reasons.most_common(reasons)
+        notes += [f"  {count} x {reason}" for reason, count in shown]
+        more = len(summary.reasons) - len(shown)
+        if more > 0:
+            notes.append(f"  and {more} other reasons (each row's is in its output row)")
+    if summary.prompt_grouped:
+        notes.append(
+            f"{summary.prompt_grouped} rows grouped by their prompt (the file names no group; "
+            "--map group=COLUMN sets one)"
+        )
+    return notes

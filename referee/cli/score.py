@@ -12,7 +12,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
-from referee.cli._common import load_spec, summary_tables
+from referee.cli._common import load_spec, run_notes, summary_tables
 from referee.errors import ClusterError, MissingInput, RefereeError
 from referee.rollouts.readers import FORMATS, FileFormat, parse_mapping
 from referee.rollouts.run import DEFAULT_BATCH_SIZE, score_to
@@ -86,6 +86,8 @@ def score(
     Before scoring, the first 1,000 rows are read ahead: where none has what a component
     needs (a reference), nothing is scored and the command exits with status 2, naming the
     component, the missing field and the fix (--map reference=COLUMN, or on_failure: omit).
+    Where every row failed, the command exits with status 1 after writing them, and says why
+    (the first distinct reasons, with their counts); where most did, it says so.
     """
     reward = load_spec(spec)
     if engine == "ray":
@@ -139,3 +141,11 @@ def score(
             console.print(f"resumed: {kept} rows kept from the interrupted run")
         if output is not None:
             console.print(f"wrote {run.summary.rows} rows to {output}")
+    notes = run_notes(run.summary)
+    if notes and (not quiet or run.summary.all_failed):
+        style = "red" if run.summary.all_failed else "yellow"
+        for line in notes:
+            err.print(line, style=style if not line.startswith("  ") else None, highlight=False,
+                      markup=False, soft_wrap=True)  # fmt: skip
+    if run.summary.all_failed:
+        sys.exit(1)

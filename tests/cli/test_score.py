@@ -114,3 +114,29 @@ def test_score_into_a_pipe_closed_early_stops_quietly(tmp_path: Path) -> None:
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 1
     assert "Broken pipe" not in err and "Traceback" not in err, err
+
+
+def test_every_row_failing_exits_1_and_says_why(tmp_path: Path) -> None:
+    """A Python reward that raises on every row (issue 46): the rows are written, the reasons
+    are on the terminal with their counts, and the status is 1, not 0; where only some rows
+    fail it is 0 and the count is said."""
+    (tmp_path / "r.py").write_text(
+        "def boom(rollout):\n"
+        "    if rollout.completion != 'ok':\n"
+        "        raise ValueError('no answer here')\n"
+        "    return 1.0\n"
+    )
+    spec = tmp_path / "s.yaml"
+    spec.write_text("type: python\nfunction: r.py:boom\n")
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"prompt": "p", "completion": c}) + "\n" for c in "abc"))
+    out = tmp_path / "out.jsonl"
+    code, output = run("score", str(src), "--spec", str(spec), "-o", str(out))
+    assert code == 1 and len(read_out(out)) == 3
+    assert "every row failed (3)" in output and "3 x error:" in output
+    assert "no answer here" in output and "grouped by their prompt" in output
+    code, output = run("score", str(src), "--spec", str(spec), "-o", str(out), "-q")
+    assert code == 1 and "every row failed" in output  # said even when quiet
+    src.write_text(src.read_text() + json.dumps({"prompt": "p", "completion": "ok"}) + "\n")
+    code, output = run("score", str(src), "--spec", str(spec), "-o", str(out))
+    assert code == 0 and "3 of 4 rows failed (most of them)" in output
