@@ -203,7 +203,7 @@ class Combined(RewardBase):
         if dupes:
             raise ValueError(f"{self.name}: component names must be unique, repeated: {dupes}")
         _finite(self.name, failure_value=self.failure_value, floor=self.floor)
-        self._total_weight = math.fsum(c.weight for c in self.components)
+        self._total_weight = exact_sum([c.weight for c in self.components])
         _finite(self.name, **{"the sum of the weights": self._total_weight})
         self._sync = all(is_sync(c.reward) for c in self.components)
         # The components in order, as runs of sync ones and single async ones.
@@ -369,7 +369,7 @@ class Combined(RewardBase):
                 # counting it as present would turn a total with no real value into 0.
                 terms.append(comp.weight * value)
                 weights.append(comp.weight)
-        total, present = math.fsum(terms), math.fsum(weights)
+        total, present = exact_sum(terms), exact_sum(weights)
         skipped = (
             tuple(c.name for c in self.components if c.name not in per)
             if len(per) < len(self.components)
@@ -469,11 +469,11 @@ class Combined(RewardBase):
             return None
         if mode == "weighted" or mode == "mean":
             combined = [
-                math.fsum(weight * steps[t] for weight, steps in stepped)
+                exact_sum([weight * steps[t] for weight, steps in stepped])
                 for t in range(len(stepped[0][1]))
             ]
             if mode == "mean":
-                total = math.fsum(w for w, _ in stepped) or 1.0
+                total = exact_sum([w for w, _ in stepped]) or 1.0
                 combined = [v / total for v in combined]
             return tuple(tidy(v) for v in combined)
         columns = list(zip(*(st for _, st in stepped), strict=True))
@@ -499,6 +499,15 @@ class Combined(RewardBase):
         if mode == "product":
             return math.prod(values)
         return values[0]  # cascade: the first component that gave a value
+
+
+def exact_sum(values: list[float]) -> float:
+    """`math.fsum`, where it has a finite answer; else the plain sum's inf or NaN (fsum raises
+    on an overflow or inf - inf), which the total's finiteness check reports."""
+    try:
+        return math.fsum(values)
+    except (OverflowError, ValueError):
+        return sum(values)
 
 
 NOISE = 1e-12

@@ -11,7 +11,15 @@ from rich.tree import Tree
 from referee.errors import RefereeError
 from referee.reward import Composite, Reward, needs, reference_powers
 
-__all__ = ["check"]
+__all__ = ["NEED_FIELDS", "check"]
+
+NEED_FIELDS = {
+    "reference": "its reference, or --map reference=COLUMN",
+    "group": "a group (its group, else its prompt's), or --map group=COLUMN",
+    "messages": "the completion as chat messages (OpenAI-chat rows)",
+    "tokens": "metadata.completion_ids or metadata.completion_tokens",
+}
+"""What each `referee.reward.Need` asks of a rollout's row, as `check` says it."""
 
 
 @click.command()
@@ -36,8 +44,13 @@ def check(specs: tuple[str, ...]) -> None:
         console.print(tree, highlight=False)
         wanted = needs(reward)
         if wanted:
-            listed = ", ".join(f"{need} ({where})" for where, need in wanted)
-            console.print(f"  each rollout needs: {listed}", highlight=False)
+            lead = "  each rollout needs: "
+            for need in dict.fromkeys(n for _, n in wanted):
+                parts = ", ".join(where for where, n in wanted if n == need)
+                console.print(
+                    f"{lead}{need} ({parts}): {NEED_FIELDS[need]}", highlight=False, soft_wrap=True
+                )
+                lead = " " * len(lead)
         powers = reference_powers(reward)
         if powers:
             listed = "; ".join(f"{name}: {what}" for name, what in powers)

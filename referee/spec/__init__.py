@@ -334,11 +334,11 @@ class _Loader:
 
     def _from_pydantic(
         self, exc: ValidationError, path: Path_, kind: str, allowed: list[str]
-    ) -> SpecError:
+    ) -> SpecError:  # the first error in full; the others, named, in `_more`
         errors = exc.errors()
         first = errors[0]
         loc = tuple(p for p in first["loc"] if not _is_union_tag(p))
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        more = _more(errors[1:], path)
         if first["type"] == "spec_option":
             # A type's own message and fix, at the key it names (python's function, options)
             ctx = first.get("ctx") or {}
@@ -580,3 +580,22 @@ class _Loader:
             )
         except ValueError as exc:
             raise self.error(str(exc), (*path, "clip"), found=data.get("clip")) from None
+
+
+def _more(errors: Sequence[Any], path: Path_, shown: int = 3) -> str:
+    """The errors after the first, named (where and what), so a second typo is not hidden
+    behind "(and 1 more)"; past `shown`, counted."""
+    if not errors:
+        return ""
+    named = []
+    for error in errors[:shown]:
+        loc = [str(p) for p in (*path, *error["loc"]) if not _is_union_tag(p)]
+        what = str(error["msg"])
+        if error["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
+            what = "unknown option"
+        elif error["type"] == "missing":
+            what = "missing"
+        named.append(f"{'.'.join(loc) or '(top)'}: {what}")
+    rest = len(errors) - len(named)
+    tail = f"; and {rest} more" if rest else ""
+    return f" (also {'; '.join(named)}{tail})"
