@@ -28,6 +28,7 @@ def safe_load(text: str, source: str) -> Any:
         yaml.YAMLError: The text is not valid YAML.
     """
     loader = yaml.SafeLoader(text)
+    loader.name = source  # PyYAML's marks say "<unicode string>" where this names the file
     try:
         node = loader.get_single_node()
         if node is None:

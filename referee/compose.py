@@ -43,6 +43,7 @@ import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from numbers import Real
 from typing import Any, Literal, TypeAlias, cast, get_args
 
 from referee.deadline import check_timeout, each, run
@@ -120,6 +121,8 @@ class Component:
 
     def __post_init__(self) -> None:
         owner = f"component {self.name}"
+        if self.weight is None:
+            raise ValueError(f"{owner}: weight must be a number, got None")
         _finite(owner, weight=self.weight, threshold=self.threshold,
                 failure_value=self.failure_value)  # fmt: skip
         if self.on_failure is not None and self.on_failure not in _POLICIES:
@@ -145,6 +148,11 @@ def _finite(owner: str, **numbers: float | None) -> None:
     for key, value in numbers.items():
         if value is None:
             continue
+        if isinstance(value, bool) or not isinstance(value, Real):
+            # "0.5" or "high" is no weight: YAML refuses it, and so does Python (issue 46)
+            raise ValueError(
+                f"{owner}: {key} must be a number, got {value!r} ({type(value).__name__})"
+            )
         try:
             finite = math.isfinite(value)
         except (TypeError, OverflowError):  # a non-number, or an int past float range
@@ -708,7 +716,11 @@ def _components(arg: ComponentsArg) -> list[Component]:
             if isinstance(item, Component):
                 out.append(item)
             elif isinstance(item, tuple):
-                out.append(Component(name=name, reward=item[0], weight=float(item[1])))
+                if len(item) != 2:
+                    raise ValueError(
+                        f"component {name}: give (reward, weight), got a tuple of {len(item)}"
+                    )
+                out.append(Component(name=name, reward=item[0], weight=item[1]))
             else:
                 out.append(Component(name=name, reward=item))
         return out

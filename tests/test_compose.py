@@ -384,3 +384,12 @@ def test_a_perfect_weighted_score_is_one_not_float_noise(weights: tuple[float, .
     [score] = referee.score(combined, [Rollout(id="1", completion="x")])
     assert score.value == 1.0
     assert referee.compose.tidy(1 - 1e-9) == 1 - 1e-9 and referee.compose.tidy(2.2e-17) == 0.0
+
+
+@pytest.mark.parametrize("weight", ["0.5", "high", True, None])
+def test_a_weight_that_is_no_number_is_refused_naming_the_component(weight: object) -> None:
+    """Python refuses what YAML refuses (issue 46: ``"0.5"`` was accepted, ``"high"`` gave a
+    bare ValueError from float())."""
+    full = referee.reward(lambda r: 1.0)
+    with pytest.raises(ValueError, match=r"component a: weight must be a number, got "):
+        referee.weighted({"a": (full, weight)})  # type: ignore[dict-item]

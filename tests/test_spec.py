@@ -262,3 +262,29 @@ def test_a_combination_error_names_the_timeout_only_when_the_timeout_caused_it()
         referee.load({"timeout": 2, "components": weights})
     assert "sum to 0" in str(info.value) and "timeout" not in info.value.path
     assert "found" not in str(info.value)
+
+
+def test_a_misspelt_combine_mode_gets_a_did_you_mean(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("combine: weigthed\ncomponents:\n  a: {type: exact_match}\n")
+    with pytest.raises(SpecError, match=r"unknown combine mode \(did you mean 'weighted'\?\)"):
+        referee.load(path)
+
+
+def test_a_yaml_error_names_the_file_and_line_not_unicode_string(tmp_path: Path) -> None:
+    """Issue 46: PyYAML's marks said ``"<unicode string>"``; the error names the spec file and
+    the line of the problem."""
+    path = tmp_path / "s.yaml"
+    path.write_text("combine: weighted\ncomponents:\n  a: {type: exact_match\n  b: x\n")
+    with pytest.raises(SpecError) as caught:
+        referee.load(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}:4: not valid YAML") and "<unicode string>" not in message
+
+
+def test_several_option_errors_are_all_named(tmp_path: Path) -> None:
+    """Issue 46: a second error was "(and 1 more)", never shown."""
+    path = tmp_path / "s.yaml"
+    path.write_text("components:\n  short: {type: length, max: 100}\n")
+    with pytest.raises(SpecError, match=r"\(also components\.short\.max: unknown option\)"):
+        referee.load(path)

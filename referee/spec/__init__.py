@@ -118,7 +118,9 @@ def load(spec: str | os.PathLike[str] | Mapping[str, Any]) -> Reward:
     try:
         data = safe_load(text, source)
     except yaml.YAMLError as exc:
-        raise SpecError(f"not valid YAML: {exc}", source=source) from None
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark is not None else source
+        raise SpecError(f"not valid YAML: {exc}", source=where) from None
     if not isinstance(data, Mapping):
         raise SpecError(
             "a spec must be a mapping",
@@ -391,9 +393,12 @@ class _Loader:
             )
         mode = data.get("combine", "weighted")
         if mode not in _MODES:
+            close = difflib.get_close_matches(str(mode), _MODES, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise self.error(
-                "unknown combine mode", (*path, "combine"), found=mode, expected=" | ".join(_MODES)
-            )
+                f"unknown combine mode{hint}", (*path, "combine"), found=mode,
+                expected=" | ".join(_MODES),
+            )  # fmt: skip
         on_failure, failure_value = self.failure_policy(data, path)
         raw = data.get("components")
         if not isinstance(raw, Mapping) or not raw:
