@@ -136,7 +136,7 @@ def report(
         write(json_path, result.to_json(indent=2))
         console.print(f"wrote {json_path}")
     if html_path is not None:
-        write(html_path, render_html(result, title=f"referee report: {shown.name}"))
+        write(html_path, render_html(result))
         console.print(f"wrote {html_path}")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from html import escape
+from pathlib import Path
 
 from referee.report.diagnostics import AGREEMENT_STATISTICS
 from referee.report.results import (
@@ -54,9 +55,16 @@ def _pct(value: float | None) -> str:
 def bar_chart(
     bins: Sequence[Sequence[float]], title: str, width: int = 340, height: int = 170
 ) -> str:
-    """A histogram: bins of (low, high, count)."""
+    """A histogram: bins of (low, high, count). Values that are all one number are said in
+    words: a single full-width bar labelled "1 ... 1" reads as a range."""
     if not bins:
         return ""
+    if bins[0][0] == bins[-1][1]:
+        count = int(sum(b[2] for b in bins))
+        return (
+            f'<p class="constant"><b>{escape(title)}</b>: all {count} values are '
+            f"{_fmt(bins[0][0])}</p>"
+        )
     pad_l, pad_b, pad_t = 36, 28, 18
     plot_w, plot_h = width - pad_l - 8, height - pad_b - pad_t
     top = max(b[2] for b in bins) or 1
@@ -102,7 +110,7 @@ def scatter(points: Sequence[Sequence[float]], title: str, xlabel: str, ylabel: 
     for x, y in points:
         cx = pad_l + (x - x0) * sx
         cy = pad_t + plot_h - (y - y0) * sy
-        parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="2" fill="#4f7cac" opacity=".5"/>')
+        parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="4" fill="#4f7cac" opacity=".6" stroke="#2d5179" stroke-width=".5"/>')
     base = pad_t + plot_h
     parts += [
         f'<line x1="{pad_l}" y1="{base}" x2="{width - 10}" y2="{base}" stroke="#999"/>',
@@ -285,9 +293,11 @@ def _panel_section(name: str, panel: PanelAgreement) -> str:
 
 
 def render_html(report: Report, title: str = "referee report") -> str:
-    """The report (from `build_report`) as a self-contained HTML page."""
+    """The report (from `build_report`) as a self-contained HTML page: `title` as its heading,
+    the rows' source under it once (the browser's tab names the file)."""
     reward = report.reward
-    out = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{escape(title)}"
+    tab = f"{title}: {Path(report.source).name}" if report.source else title
+    out = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{escape(tab)}"
            f"</title><style>{STYLE}</style></head><body>",
            f"<h1>{escape(title)}</h1>"]  # fmt: skip
     if report.source:

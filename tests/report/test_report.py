@@ -269,3 +269,17 @@ def test_a_file_that_is_not_a_report_says_so() -> None:
     data["surprise"] = 1
     with pytest.raises(ValidationError, match="surprise"):
         Report.model_validate(data)
+
+
+def test_a_constant_component_is_said_not_drawn_and_the_header_names_the_file_once() -> None:
+    """Issue 46: a component that is 1 on every row was a full-width bar labelled "1 ... 1",
+    and the page's header named the file twice; scatter dots were too small to see."""
+    rows = [ReportRow(i / 10, {"same": 1.0, "varies": i / 10}, chars=10 * i) for i in range(10)]
+    page = render_html(build_report(rows, source="runs/scored.jsonl"))
+    assert "<b>same</b>: all 10 values are 1</p>" in page
+    assert 'aria-label="varies"' in page and 'aria-label="same"' not in page
+    header = page[page.index("<body>") : page.index('<div class="cards">')]
+    assert header.count("scored.jsonl") == 1
+    assert "<title>referee report: scored.jsonl</title>" in page
+    radii = {float(r) for r in re.findall(r'<circle [^>]*r="([\d.]+)"', page)}
+    assert radii and min(radii) >= 3
