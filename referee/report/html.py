@@ -110,7 +110,10 @@ def scatter(points: Sequence[Sequence[float]], title: str, xlabel: str, ylabel: 
     for x, y in points:
         cx = pad_l + (x - x0) * sx
         cy = pad_t + plot_h - (y - y0) * sy
-        parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="4" fill="#4f7cac" opacity=".6" stroke="#2d5179" stroke-width=".5"/>')
+        parts.append(
+            f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="4" fill="#4f7cac" opacity=".6" '
+            'stroke="#2d5179" stroke-width=".5"/>'
+        )
     base = pad_t + plot_h
     parts += [
         f'<line x1="{pad_l}" y1="{base}" x2="{width - 10}" y2="{base}" stroke="#999"/>',
