@@ -119,3 +119,31 @@ def matrix_page() -> str:
             wants |= {n for _, n in needs(example) if n != "reference"}
         types.append((ref.name, frozenset(wants)))
     return _MATRIX_INTRO + matrix_markdown(types) + _MATRIX_END
+
+
+_CLI_PAGE = "reference/cli.md"
+
+
+def on_page_content(html: str, page: Any, config: MkDocsConfig, files: Files) -> str:
+    """The CLI page as a reader needs it: an option with no default says none, not click's
+    internal ``Sentinel.UNSET``; each command in the list of subcommands has its whole
+    one-line help (`referee.cli.COMMANDS`), where mkdocs-click cut the docstring's first line
+    mid-sentence."""
+    if page.file.src_uri != _CLI_PAGE:
+        return html
+    import html as html_lib
+    import re
+
+    from referee.cli import COMMANDS
+
+    html = html.replace("<td><code>Sentinel.UNSET</code></td>", "<td>none</td>")
+
+    def whole(match: re.Match[str]) -> str:
+        name = match.group(2)
+        if name not in COMMANDS:
+            return match.group(0)
+        text = re.sub(r"`([^`]+)`", r"<code>\1</code>", html_lib.escape(COMMANDS[name][1]))
+        return f"{match.group(1)}{text}</li>"
+
+    return re.sub(r'(<li><em><a href="#referee-[\w-]+">([\w-]+)</a></em>: )[^\n]*?</li>', whole,
+                  html, flags=re.S)  # fmt: skip

@@ -48,12 +48,23 @@ def load_spec(spec: str) -> Reward:
         raise click.ClickException(str(exc)) from None
 
 
+FORMAT_HELP = "The rows' shape; detected from the first row when not given."
+MAP_HELP = (
+    "Set a rollout field from a dotted path into the row (repeatable), e.g. "
+    "reference=reward_model.ground_truth, completion=messages.-1.content, group=prompt_id."
+)
+
+
 def read_options(command: F) -> F:
     """``--format`` and ``--map``: how the rows of a rollouts file are read."""
     from referee.rollouts.readers import FORMATS
 
-    command = click.option("--map", "-m", "maps", multiple=True, metavar="FIELD=COLUMN")(command)
-    return click.option("--format", "-f", "format_", type=click.Choice(FORMATS))(command)
+    command = click.option(
+        "--map", "-m", "maps", multiple=True, metavar="FIELD=COLUMN", help=MAP_HELP
+    )(command)
+    return click.option("--format", "-f", "format_", type=click.Choice(FORMATS), help=FORMAT_HELP)(
+        command
+    )
 
 
 def deprecated(old: str, new: str) -> None:

@@ -12,7 +12,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
-from referee.cli._common import load_spec, run_notes, summary_tables
+from referee.cli._common import FORMAT_HELP, MAP_HELP, load_spec, run_notes, summary_tables
 from referee.errors import ClusterError, MissingInput, RefereeError
 from referee.rollouts.readers import FORMATS, FileFormat, parse_mapping
 from referee.rollouts.run import DEFAULT_BATCH_SIZE, score_to
@@ -55,11 +55,11 @@ def _progress(path: Path, console: Console, quiet: bool) -> Iterator[Callable[[i
 )  # fmt: skip
 @click.option(
     "--format", "-f", "format_", type=click.Choice(FORMATS),
-    help="The rows' shape; detected from the first row when not given.",
+    help=FORMAT_HELP,
 )  # fmt: skip
 @click.option(
     "--map", "-m", "maps", multiple=True, metavar="FIELD=COLUMN",
-    help="Set a rollout field from a (dotted) column, e.g. reference=reward_model.ground_truth.",
+    help=MAP_HELP,
 )  # fmt: skip
 @click.option(
     "--batch-size", type=click.IntRange(1),
