@@ -17,8 +17,8 @@ Writes to ``--out``: ``result.json`` (``heldout_before``, ``heldout_after``, ``r
 ``heldout.jsonl`` (the held-out rollouts before and after, greedy), ``heldout.scored.jsonl``
 (``referee score`` of them), ``report.html`` (``referee report``, split by ``subset``: before
 and after), ``view.html`` (``referee view``) and ``index.html`` (the reward curve and the
-held-out completions before and after, side by side). Needs: pip install 'referee[learn]'
-and a torch build.
+held-out completions before and after, side by side). Needs, from the clone:
+pip install -e '.[learn]' and a torch build.
 """
 
 from __future__ import annotations
