@@ -24,6 +24,7 @@ __all__ = [
     "end_markers",
     "fmt",
     "load_spec",
+    "pct",
     "read_options",
     "scored_or_spec",
     "summary_tables",
@@ -36,6 +37,11 @@ F = TypeVar("F", bound=Callable[..., None])
 def fmt(value: float | None) -> str:
     """A value as the tables print it: 4 significant digits, ``-`` for none."""
     return "-" if value is None else f"{value:.4g}"
+
+
+def pct(value: float | None) -> str:
+    """A share as a percentage (``100.0%``), ``-`` for none."""
+    return "-" if value is None else f"{100 * value:.1f}%"
 
 
 def load_spec(spec: str) -> Reward:

@@ -8,8 +8,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from referee.cli._common import deprecated, fmt, load_spec, read_options, write
+from referee.cli._common import deprecated, fmt, load_spec, pct, read_options, write
 from referee.errors import RefereeError
+from referee.rollouts.jsonl import RowOk
 from referee.rollouts.readers import FileFormat, parse_mapping, read_rollouts
 from referee.rollouts.run import score_in_memory
 from referee.rollouts.scored import read_scored
@@ -33,9 +34,13 @@ __all__ = ["compare"]
 @read_options
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the comparison as JSON here.")  # fmt: skip
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the comparison as an HTML page here: both distributions, each "
+              "rollout's two values, the rollouts that moved most side by side.")  # fmt: skip
 def compare(
     scored: tuple[str, ...], specs: tuple[str, ...], rollouts: Path | None, threshold: float,
     top: int, format_: FileFormat | None, maps: tuple[str, ...], json_path: Path | None,
+    html_path: Path | None,
 ) -> None:  # fmt: skip
     """Compare two rewards on the same rollouts: two files scored by `referee score`
     (SCORED SCORED), or two specs scoring the same rollouts (--spec A --spec B --rollouts R)."""
@@ -54,10 +59,16 @@ def compare(
         )
     a, b = scored or specs
 
+    completions: dict[str, str] = {}
     try:
         if specs:
             assert rollouts is not None  # (the usage checks above)
             items = list(read_rollouts(rollouts, format=format_, mapping=parse_mapping(maps)))
+            completions = {
+                str(item.rollout.id): item.rollout.completion_text
+                for item in items
+                if isinstance(item, RowOk)
+            }
             rows_a, rows_b = (
                 score_in_memory(items, load_spec(spec), source=str(rollouts)) for spec in (a, b)
             )
@@ -80,9 +91,14 @@ def compare(
         f"{fmt(kt.value)}"
     )
     console.print(
-        f"verdicts (>= {threshold:g}) agree on {fmt(result.verdict_agreement)}, Cohen's "
-        f"kappa {fmt(result.cohen_kappa)}; {result.flipped} flipped"
+        f"verdicts (>= {threshold:g}) agree on {pct(result.verdict_agreement)} of them, "
+        f"Cohen's kappa {fmt(result.cohen_kappa)}; {result.flipped} flipped"
     )
+    if result.moved:
+        console.print(
+            f"{result.moved} rollouts moved: mean {names[1]} - {names[0]} "
+            f"{fmt(result.mean_difference)}, mean |difference| {fmt(result.mean_abs_difference)}"
+        )
     groups = result.within_groups
     if groups is not None:
         console.print(
@@ -98,6 +114,18 @@ def compare(
         for flip in result.top_flipped:
             table.add_row(flip.id, str(flip.group), fmt(flip.a), fmt(flip.b))
         console.print(table)
+    if result.top_moved and not result.top_flipped:
+        table = Table(title="largest moves", title_justify="left")
+        for column in ("id", "group", names[0], names[1]):
+            table.add_column(column)
+        for moved in result.top_moved:
+            table.add_row(moved.id, str(moved.group), fmt(moved.a), fmt(moved.b))
+        console.print(table)
     if json_path is not None:
         write(json_path, result.to_json(indent=2))
         console.print(f"wrote {json_path}")
+    if html_path is not None:
+        from referee.report.compare_html import render_comparison_html
+
+        write(html_path, render_comparison_html(result, pairs, completions=completions))
+        console.print(f"wrote {html_path}")

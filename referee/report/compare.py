@@ -5,11 +5,13 @@ CIs), verdict agreement at a threshold (share and Cohen's kappa), the rollouts w
 flipped (largest differences first), and inside each group, whether the two rank the attempts
 alike: within-group Kendall's tau, how often the best attempt changes, and how often the sign
 of a rollout's GRPO advantage (its reward minus its group's mean) differs, which is what a
-trainer would feel.
+trainer would feel. And the rollouts that moved at all (a drop of 0.2 on a few rollouts shows
+there, where a rank correlation barely moves), largest first, with both rewards' reasons.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +23,9 @@ from referee.report.results import Result, Statistic
 from referee.report.stats import bootstrap, cohen_kappa, kendall_tau, pearson, spearman
 from referee.rollouts.scored import Number, ScoredRow
 
-__all__ = ["Compared", "Comparison", "Flip", "WithinGroups", "compare", "pair_rows"]
+__all__ = [
+    "Compared", "Comparison", "Flip", "Moved", "WithinGroups", "compare", "pair_rows",
+]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +36,8 @@ class Compared:
     group: str | None
     a: float | None
     b: float | None
+    reason_a: str | None = None
+    reason_b: str | None = None
 
 
 def pair_rows(
@@ -56,7 +62,7 @@ def pair_rows(
                 f"id {x.id!r} in {a} but {y.id!r} in {b}: compare scorings of the same "
                 "rollouts, in the same order", source=a, line=i + 1,
             )  # fmt: skip
-        pairs.append(Compared(str(x.id), x.group, x.reward, y.reward))
+        pairs.append(Compared(str(x.id), x.group, x.reward, y.reward, x.reason, y.reason))
     return pairs
 
 
@@ -67,6 +73,21 @@ class Flip(Result):
     group: str | None
     a: Number
     b: Number
+
+
+class Moved(Result):
+    """A rollout the two rewards scored differently: both values and both reasons."""
+
+    id: str
+    group: str | None
+    a: Number
+    b: Number
+    reason_a: str | None = None
+    reason_b: str | None = None
+
+
+MOVED = 1e-9
+"""How far apart two values must be for a rollout to count as moved."""
 
 
 class WithinGroups(Result):
@@ -101,6 +122,10 @@ class Comparison(Result):
     flipped: int
     top_flipped: tuple[Flip, ...]
     within_groups: WithinGroups | None
+    moved: int = 0
+    mean_difference: float | None = None
+    mean_abs_difference: float | None = None
+    top_moved: tuple[Moved, ...] = ()
 
     @model_validator(mode="after")
     def _two_names(self) -> Comparison:
@@ -116,6 +141,11 @@ class Comparison(Result):
         data["top_flipped"] = [
             {"id": f["id"], "group": f["group"], a: f["a"], b: f["b"]} for f in data["top_flipped"]
         ]
+        data["top_moved"] = [
+            {"id": m["id"], "group": m["group"], a: m["a"], b: m["b"],
+             f"{a}_reason": m["reason_a"], f"{b}_reason": m["reason_b"]}
+            for m in data["top_moved"]
+        ]  # fmt: skip
         return {written.get(k, k): v for k, v in data.items()}
 
     @model_validator(mode="before")
@@ -138,6 +168,14 @@ class Comparison(Result):
                 else f
                 for f in out["top_flipped"]
             ]
+        if isinstance(out.get("top_moved"), list):
+            out["top_moved"] = [
+                {"id": m.get("id"), "group": m.get("group"), "a": m.get(a), "b": m.get(b),
+                 "reason_a": m.get(f"{a}_reason"), "reason_b": m.get(f"{b}_reason")}
+                if isinstance(m, dict)
+                else m
+                for m in out["top_moved"]
+            ]  # fmt: skip
         return out
 
 
@@ -202,6 +240,9 @@ def compare(
     verdict_b = [y >= threshold for y in ys]
     flipped = [t for t in both if (t[1] >= threshold) != (t[2] >= threshold)]
     flipped.sort(key=lambda t: -abs(t[1] - t[2]))
+    moved = [t for t in both if abs(t[2] - t[1]) > MOVED]
+    moved.sort(key=lambda t: -abs(t[1] - t[2]))
+    differences = [y - x for x, y in zip(xs, ys, strict=True)]
     return Comparison(
         names=names,
         rows=len(rows),
@@ -222,4 +263,11 @@ def compare(
         flipped=len(flipped),
         top_flipped=tuple(Flip(id=r.id, group=r.group, a=a, b=b) for r, a, b in flipped[:top]),
         within_groups=_groups(rows),
+        moved=len(moved),
+        mean_difference=math.fsum(differences) / len(both) if both else None,
+        mean_abs_difference=math.fsum(map(abs, differences)) / len(both) if both else None,
+        top_moved=tuple(
+            Moved(id=r.id, group=r.group, a=a, b=b, reason_a=r.reason_a, reason_b=r.reason_b)
+            for r, a, b in moved[:top]
+        ),
     )

@@ -60,9 +60,9 @@ def bar_chart(
     if not bins:
         return ""
     if bins[0][0] == bins[-1][1]:
-        count = int(sum(b[2] for b in bins))
+        total = int(sum(b[2] for b in bins))
         return (
-            f'<p class="constant"><b>{escape(title)}</b>: all {count} values are '
+            f'<p class="constant"><b>{escape(title)}</b>: all {total} values are '
             f"{_fmt(bins[0][0])}</p>"
         )
     pad_l, pad_b, pad_t = 36, 28, 18

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -98,3 +99,31 @@ def test_a_comparison_round_trips_through_json(names: tuple[str, str]) -> None:
 def test_two_rewards_of_one_name_cannot_be_told_apart() -> None:
     with pytest.raises(ValueError, match="different names"):
         compare([Compared("x", None, 1.0, 0.0)], names=("A", "A"))
+
+
+def test_a_small_drop_on_a_few_rollouts_is_shown_rollout_by_rollout(tmp_path: Path) -> None:
+    """Issue 46: a 0.2 drop on 7 rollouts showed only as a Spearman of 0.866, and "verdicts
+    agree on 1" meant 100%. The terminal now counts the rollouts that moved, as a share, and
+    --html shows them side by side with both reasons and the completion."""
+    rows = [{"id": str(i), "completion": "x" * (5 + i), "reference": "x" * (5 + i)}
+            for i in range(20)]  # fmt: skip
+    rollouts = write_jsonl(tmp_path / "in.jsonl", rows)
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("type: exact_match\n")
+    (tmp_path / "drop.py").write_text(
+        "def drop(rollout):\n    return 0.8 if len(rollout.completion) > 17 else 1.0\n"
+    )
+    dropped = tmp_path / "dropped.yaml"
+    dropped.write_text("type: python\nfunction: drop.py:drop\n")
+    page = tmp_path / "cmp.html"
+    cmd = [sys.executable, "-m", "referee", "compare", "--spec", str(plain), "--spec",
+           str(dropped), "--rollouts", str(rollouts), "--html", str(page)]  # fmt: skip
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "agree on 100.0% of them" in run.stdout and "7 rollouts moved" in run.stdout
+    assert "largest moves" in run.stdout
+    html = page.read_text()
+    assert "The 7 rollouts that moved most" in html and html.count('class="down">-0.2') == 7
+    assert "x" * 24 in html  # the completion beside the two values
+    data = re.search(r'id="comparison-data">(.*?)</script>', html, re.DOTALL)
+    assert data and json.loads(data.group(1))["moved"] == 7
