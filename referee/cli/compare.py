@@ -107,19 +107,18 @@ def compare(
             f"{100 * groups.best_attempt_changed_share:.1f}%, advantage sign differs for "
             f"{100 * groups.advantage_sign_differs_share:.1f}% of rollouts"
         )
-    if result.top_flipped:
-        table = Table(title="largest flips", title_justify="left")
+    # The flips where verdicts differ; else the rollouts whose values moved.
+    title, shown = (
+        ("largest flips", result.top_flipped)
+        if result.top_flipped
+        else ("largest moves", result.top_moved)
+    )
+    if shown:
+        table = Table(title=title, title_justify="left")
         for column in ("id", "group", names[0], names[1]):
             table.add_column(column)
-        for flip in result.top_flipped:
-            table.add_row(flip.id, str(flip.group), fmt(flip.a), fmt(flip.b))
-        console.print(table)
-    if result.top_moved and not result.top_flipped:
-        table = Table(title="largest moves", title_justify="left")
-        for column in ("id", "group", names[0], names[1]):
-            table.add_column(column)
-        for moved in result.top_moved:
-            table.add_row(moved.id, str(moved.group), fmt(moved.a), fmt(moved.b))
+        for row in shown:
+            table.add_row(row.id, str(row.group), fmt(row.a), fmt(row.b))
         console.print(table)
     if json_path is not None:
         write(json_path, result.to_json(indent=2))
