@@ -9,9 +9,13 @@ would rebind the package's attribute to the module. It is registered instead as 
 
 from __future__ import annotations
 
+import importlib
 import types
 import warnings
-from typing import Any
+
+TYPE_CHECKING = False  # `typing.TYPE_CHECKING` without importing typing (type checkers know it)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["MovedModule", "renamed", "warn_moved"]
 
@@ -32,17 +36,17 @@ def warn_moved(old: str, new: str) -> None:
 class MovedModule(types.ModuleType):
     """A module's old path, answering every name from its new module with a warning."""
 
-    def __init__(self, old: str, new: types.ModuleType) -> None:
-        super().__init__(old, f"Deprecated: moved to {new.__name__}.")
-        self.__dict__["_referee_new"] = new
+    def __init__(self, old: str, new: str) -> None:
+        super().__init__(old, f"Deprecated: moved to {new}.")
+        self.__dict__["_referee_new"] = new  # imported on the first name asked for
 
     def __getattr__(self, name: str) -> Any:
-        new: types.ModuleType = self.__dict__["_referee_new"]
+        new: str = self.__dict__["_referee_new"]
         if name.startswith("__"):
             raise AttributeError(name)
-        value = getattr(new, name)
+        value = getattr(importlib.import_module(new), name)
         warnings.warn(
-            f"{self.__name__} is deprecated: import {name} from {new.__name__}; "
+            f"{self.__name__} is deprecated: import {name} from {new}; "
             f"{self.__name__} will be removed",
             DeprecationWarning,
             stacklevel=2,
