@@ -14,10 +14,8 @@ Example:
 ``import referee`` imports none of the names below: each comes from its module on first use.
 """
 
-import sys
-
+from referee import _moved
 from referee._lazy import exports as _exports
-from referee._moved import MovedModule as _MovedModule
 
 TYPE_CHECKING = False  # `typing.TYPE_CHECKING` without importing typing (type checkers know it)
 if TYPE_CHECKING:  # what type checkers and the docs read; `_EXPORTS` below is what runs
@@ -64,9 +62,10 @@ if TYPE_CHECKING:  # what type checkers and the docs read; `_EXPORTS` below is w
 
 __version__ = "0.1.0"
 
-# `referee.score` is the function. The module that held `Score` and `Failure` is
-# `referee.scores`; its old path answers, with a DeprecationWarning, for a release.
-sys.modules.setdefault("referee.score", _MovedModule("referee.score", "referee.scores"))
+# Old module paths answer, with a DeprecationWarning, for a release (`referee._moved.MOVED`):
+# among them `referee.score`, the module that held `Score` and `Failure` (`referee.scores`),
+# whose name is now the function's.
+_moved.install()
 
 __all__ = [
     "AsyncReward",

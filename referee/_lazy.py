@@ -21,6 +21,7 @@ module holding a name is imported on its first use. A package uses it as::
 
 from __future__ import annotations
 
+import copyreg
 import importlib
 import sys
 import types
@@ -72,7 +73,12 @@ def exports(
 
 
 class _Package(types.ModuleType):
-    """A package whose exported names win over its submodules' names."""
+    """A package whose exported names win over its submodules' names.
+
+    Pickled as a plain module is by cloudpickle (a user's function that names ``referee`` sent
+    to a worker process): by reference, imported again where it is loaded (`copyreg`, since a
+    pickler's table of module reducers is keyed by the exact type).
+    """
 
     def __setattr__(self, name: str, value: Any) -> None:
         if (
@@ -82,3 +88,15 @@ class _Package(types.ModuleType):
         ):
             return  # the import system naming a submodule: the export keeps the name
         super().__setattr__(name, value)
+
+
+def _imported(name: str) -> _Package:
+    """The package `name`, imported (where a pickle of it is loaded)."""
+    return importlib.import_module(name)  # type: ignore[return-value]
+
+
+def _reduce(package: _Package) -> tuple[Callable[[str], _Package], tuple[str]]:
+    return _imported, (package.__name__,)
+
+
+copyreg.pickle(_Package, _reduce)

@@ -79,3 +79,15 @@ def test_a_name_that_is_also_a_submodules_stays_the_names() -> None:
         "assert RewardBase is referee.RewardBase\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_lazy_package_pickles_by_reference_as_a_module_does() -> None:
+    """cloudpickle sends a user's function with the modules it names; a package of ours must
+    go as a plain module goes, by name (a worker process imports it again)."""
+    import pickle
+
+    import referee
+
+    assert pickle.loads(pickle.dumps(referee)) is referee
+    cloudpickle = pytest.importorskip("cloudpickle")
+    assert cloudpickle.loads(cloudpickle.dumps(referee.rewards)) is referee.rewards

@@ -173,7 +173,7 @@ _TRUTH_TEXT = "^({})$".format(
 # pydantic's schema cannot know, so its schema is loosened to any value.
 _UNDERSTOOD: Final = frozenset(
     {
-        ("referee.rewards.fields", "FieldRule._short_forms"),
+        ("referee.rewards.structured.fields", "FieldRule._short_forms"),
         ("referee.judges.options", "JudgeOptions.__get_pydantic_core_schema__.<locals>.<lambda>"),
         ("referee.judges.client", "_cache_option"),  # a better error; the shape is its own
     }
@@ -238,7 +238,7 @@ class _Options(GenerateJsonSchema):
         return {}
 
     def model_schema(self, schema: core_schema.ModelSchema) -> JsonSchemaValue:
-        from referee.rewards.fields import FieldRule
+        from referee.rewards.structured.fields import FieldRule
 
         full = super().model_schema(schema)
         return _field_rule(full) if schema["cls"] is FieldRule else full
@@ -248,7 +248,7 @@ def _field_rule(full: JsonSchemaValue) -> JsonSchemaValue:
     """A field_match rule in its three spellings (`FieldRule._short_forms`): a matcher's name
     (``amount: number``), a one-key mapping of a matcher to its options (``amount: {number:
     {rel_tol: 0.01}}``, with more rule keys beside it), or in full (``{match: number, ...}``)."""
-    from referee.rewards.fields import MatcherKind
+    from referee.rewards.structured.fields import MatcherKind
 
     kinds: tuple[str, ...] = get_args(MatcherKind)
     options = dict(full["properties"])

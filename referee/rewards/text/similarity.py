@@ -1,7 +1,7 @@
 """`text_similarity`: a completion against reference texts by BLEU, chrF, TER, ROUGE or fuzzy ratio.
 
 Every number comes from the metric's own library, called as its sentence-level entry point
-would call it, so referee's value is the library's on the same texts (``tests/rewards/
+would call it, so referee's value is the library's on the same texts (``tests/rewards/text/
 test_similarity.py`` checks each against a direct call):
 
 =============  ==============================================  ===============================
@@ -59,7 +59,7 @@ from referee.errors import MissingDependency, NotApplicable
 from referee.registry import register
 from referee.reward import Need
 from referee.rewards._common import reference_of, short
-from referee.rewards.text import _Extracting
+from referee.rewards.text.matching import _Extracting
 from referee.rollout import Rollout
 from referee.scores import Score
 

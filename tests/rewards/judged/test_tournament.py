@@ -25,7 +25,7 @@ import referee
 from referee.errors import MissingDependency, SpecError
 from referee.judges import JudgeClient, set_spend_cap
 from referee.judges.testing import FakeJudgeServer, Fault, Reply
-from referee.rewards.tournament import PairwiseTournament, tournament_pairs
+from referee.rewards.judged.tournament import PairwiseTournament, tournament_pairs
 from tests.support.rollouts import make
 
 

@@ -29,7 +29,12 @@ from referee.judges.prompts import as_text, response_text
 from referee.registry import register
 from referee.reward import GroupRewardBase, RewardResult
 from referee.rewards._common import clip_text
-from referee.rewards.judge import PAIR_VERSION, PairwiseJudge, _PairVerdict, pair_messages
+from referee.rewards.judged.pairwise import (
+    PAIR_VERSION,
+    PairwiseJudge,
+    _PairVerdict,
+    pair_messages,
+)
 from referee.rollout import Rollout
 from referee.scores import Failure, Score
 

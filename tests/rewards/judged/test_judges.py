@@ -1,5 +1,6 @@
-"""The judge rewards against a scripted OpenAI-compatible server on 127.0.0.1, on both
-transports (referee's own HTTP one, and litellm)."""
+"""The four judge rewards (`judged.rubric`, `checklist`, `reference`, `pairwise`, and what
+`judged._base` gives them all) against a scripted OpenAI-compatible server on 127.0.0.1, on
+both transports (referee's own HTTP one, and litellm)."""
 
 from __future__ import annotations
 

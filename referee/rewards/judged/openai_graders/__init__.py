@@ -57,9 +57,9 @@ from referee.judges.via_litellm import supports_schema
 from referee.registry import register
 from referee.reward import AsyncReward, Need
 from referee.rewards._sandboxed import SandboxOption
-from referee.rewards.openai_graders import model_graders
-from referee.rewards.openai_graders.expressions import check_formula, evaluate_formula
-from referee.rewards.openai_graders.graders import (
+from referee.rewards.judged.openai_graders import model_graders
+from referee.rewards.judged.openai_graders.expressions import check_formula, evaluate_formula
+from referee.rewards.judged.openai_graders.graders import (
     Grader,
     GraderSpecError,
     LabelModel,
@@ -70,14 +70,14 @@ from referee.rewards.openai_graders.graders import (
     TextSimilarity,
     parse_grader,
 )
-from referee.rewards.openai_graders.python_grader import (
+from referee.rewards.judged.openai_graders.python_grader import (
     GraderRaised,
     InvalidGrade,
     PythonSandboxFailure,
     run_grader,
 )
-from referee.rewards.openai_graders.similarity import UNAVAILABLE, metric
-from referee.rewards.openai_graders.templating import (
+from referee.rewards.judged.openai_graders.similarity import UNAVAILABLE, metric
+from referee.rewards.judged.openai_graders.templating import (
     Sample,
     SampleLacks,
     TemplateError,

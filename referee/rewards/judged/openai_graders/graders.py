@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from referee.errors import RefereeError
-from referee.rewards.openai_graders.similarity import METRICS
+from referee.rewards.judged.openai_graders.similarity import METRICS
 
 __all__ = ["GRADER_TYPES", "Grader", "GraderSpecError", "MultiGrader", "parse_grader"]
 

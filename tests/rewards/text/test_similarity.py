@@ -212,7 +212,7 @@ def test_sacrebleu_line_cache_stays_bounded() -> None:
     # sacrebleu caches each tokenized line (65,536 of them); rollouts never repeat.
     from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
-    from referee.rewards.similarity import _TOKENIZER_CACHE_LIMIT
+    from referee.rewards.text.similarity import _TOKENIZER_CACHE_LIMIT
 
     reward = TextSimilarity(metric="bleu")
     referee.score(reward, [make(f"line {i}", "line") for i in range(_TOKENIZER_CACHE_LIMIT + 10)])

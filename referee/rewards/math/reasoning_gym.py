@@ -4,8 +4,8 @@ reasoning-gym (``pip install "referee[reasoning]"``) generates 100+ task familie
 (``reasoning_gym.create_dataset(name, seed=..., size=...)``); every entry is a dict with
 ``question``, ``answer`` and ``metadata`` (whose ``source_dataset`` names its task), and every
 task scores an answer with ``score_answer(answer, entry)`` in [0, 1]. This reward is that call:
-its value is the task's ``score_answer`` on the same answer and entry (``tests/rewards/
-test_reasoning.py`` checks it on every family), so those tasks train with referee's gates,
+its value is the task's ``score_answer`` on the same answer and entry (``tests/rewards/math/
+test_reasoning_gym.py`` checks it on every family), so those tasks train with referee's gates,
 combinations and reports.
 
 The reference is the task's entry, in one of these shapes:
@@ -42,7 +42,7 @@ Scorers that run the answer as code. Nine tasks' scorers pass the policy's answe
 can run code in the scoring process, or stall it in native code no deadline interrupts
 (``9**9**9**9``). referee fails closed: those rollouts score ``Failure("sandbox")`` unless the
 spec says ``allow_eval: true`` (and a spec that names such a task in `dataset` or `configs`
-without it does not load). ``tests/rewards/test_reasoning.py`` re-audits the installed
+without it does not load). ``tests/rewards/math/test_reasoning_gym.py`` re-audits the installed
 reasoning-gym's scorers, so a new version that adds such a call fails the test until listed.
 """
 

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from referee.rewards.openai_graders.templating import Sample, render
+from referee.rewards.judged.openai_graders.templating import Sample, render
 
 __all__ = [
     "ScoreVerdict",

@@ -16,7 +16,7 @@ pytest.importorskip(
 
 import referee
 from referee.judges.testing import FakeJudgeServer, Reply
-from referee.rewards import ranking
+from referee.rewards.judged import group_rank
 from tests.support.rollouts import make
 from tests.support.transports import each_transport  # noqa: F401 (autouse: both transports)
 
@@ -144,7 +144,7 @@ def test_ranks_trajectories_by_their_calls_and_results_not_only_the_answer() -> 
 
 def test_imports_no_private_names() -> None:
     """group_rank shares the judge rewards' prompts and options through public names only."""
-    tree = ast.parse(Path(ranking.__file__).read_text(encoding="utf-8"))
+    tree = ast.parse(Path(group_rank.__file__).read_text(encoding="utf-8"))
     private = [
         f"{node.module}.{alias.name}"
         for node in ast.walk(tree)

@@ -24,8 +24,8 @@ import referee
 from referee import Rollout
 from referee.errors import SpecError
 from referee.judges.testing import FakeJudgeServer, Reply
-from referee.rewards.openai_graders import OpenAIGrader
-from referee.rewards.openai_graders.expressions import (
+from referee.rewards.judged.openai_graders import OpenAIGrader
+from referee.rewards.judged.openai_graders.expressions import (
     FormulaError,
     InvalidValue,
     check_formula,

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from referee.errors import MissingDependency, NotApplicable
-from referee.rewards.openai_graders.templating import SampleLacks
+from referee.rewards.judged.openai_graders.templating import SampleLacks
 
 __all__ = ["METRICS", "UNAVAILABLE", "metric"]
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import referee
 from referee.rewards import ReasoningGym
-from referee.rewards.reasoning import EVALS_ANSWER, entry_reference
+from referee.rewards.math.reasoning_gym import EVALS_ANSWER, entry_reference
 from tests.support.hostile import HOSTILE, score_guarded
 from tests.support.rollouts import make
 
