@@ -24,7 +24,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import referee
 from referee.judges import JudgeClient
 from referee.judges.testing import requests_seen, server_process
-from referee.rewards.tournament import PairwiseTournament
+from referee.rewards.judged.tournament import PairwiseTournament
 
 LATENCY = 0.01
 REPLY = '{"better": "A", "reasoning": "verdict {n}"}'

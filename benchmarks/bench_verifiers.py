@@ -38,7 +38,7 @@ import referee  # noqa: E402
 from benchmarks.bench_deterministic import best_of_interleaved  # noqa: E402
 from referee import Score  # noqa: E402
 from referee.reward import CheckReward  # noqa: E402
-from referee.rewards.reasoning import entry_reference  # noqa: E402
+from referee.rewards.math.reasoning_gym import entry_reference  # noqa: E402
 
 METRICS = ["bleu", "chrf", "chrf++", "ter", "rouge1", "rouge2", "rougeL", "rougeLsum", "fuzzy"]
 VOCAB = [

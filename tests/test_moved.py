@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pickle
 import subprocess
 import sys
@@ -67,3 +68,29 @@ def test_one_public_reader_of_rollout_files() -> None:
     assert "read_jsonl" not in referee.rollouts.__all__
     with pytest.warns(DeprecationWarning, match="read_rollouts"):
         assert callable(referee.rollouts.read_jsonl)
+
+
+def test_old_paths_cost_nothing_until_one_is_imported() -> None:
+    """``import referee`` puts one finder last on ``sys.meta_path`` and the shadowed paths in
+    ``sys.modules``; it imports no old path's new module."""
+    code = (
+        "import json, sys, referee\n"
+        "from referee._moved import MOVED, _Finder\n"
+        "print(json.dumps([sys.meta_path[-1] is _Finder,\n"
+        "                  sorted(set(MOVED) & set(sys.modules)),\n"
+        "                  sorted(set(MOVED.values()) & set(sys.modules))]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == [True, ["referee.score"], []]
+
+
+def test_the_finder_answers_the_table_alone() -> None:
+    from referee._moved import MOVED, _Finder, install
+
+    assert _Finder.find_spec("referee.rewards.no_such_module") is None
+    assert _Finder.find_spec("referee.score") is None  # in sys.modules from the start instead
+    assert all(_Finder.find_spec(old) for old in MOVED if old != "referee.score")
+    with pytest.raises(ModuleNotFoundError):
+        __import__("referee.rewards.no_such_module")
+    install()
+    assert [f for f in sys.meta_path if f is _Finder] == [_Finder]  # once, however often

@@ -112,7 +112,7 @@ def _turns(*calls: tuple[str, dict[str, Any], str], answer: str = "done") -> lis
 
 def _reasoning_gym() -> list[Rollout]:
     rg = pytest.importorskip("reasoning_gym", reason="reasoning_gym is not installed")
-    from referee.rewards.reasoning import entry_reference
+    from referee.rewards.math.reasoning_gym import entry_reference
 
     entry = rg.create_dataset("chain_sum", seed=1, size=1)[0]
     answer = f"<think>adding</think><answer>{entry['answer']}</answer>"

@@ -217,6 +217,7 @@ def test_plugin_reward_type_from_entry_point(
     import referee.registry as registry
 
     monkeypatch.setattr(registry, "_plugins_loaded", False)
+    monkeypatch.setattr(registry, "_plugin_names", None)  # read again, and forgotten after
     reward = referee.load({"components": {"loud": {"type": "shout"}}})
     assert [s.value for s in referee.score(reward, [make("HEY"), make("hey")])] == [1.0, 0.0]
     assert "shout" in referee.registered_types()

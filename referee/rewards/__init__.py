@@ -1,29 +1,55 @@
-"""The built-in rewards, one module per family (a sub-package where a family has helpers of its
-own: `code`, `patch`, `learned`). Each is also a spec type (its registered name)."""
+"""The built-in rewards, in families: `text`, `structured`, `math`, `agent`, `judged` (a grader
+decides: LLM judges, group ranking, tournaments, OpenAI's graders), `code`, `learned` (reward
+models), `patch`, and the modules `python`, `sql` and `harbor`. Each class is also a spec type
+(its registered name).
 
-from typing import Any as _Any
+Importing this package imports no reward: a class is imported from its module when it is first
+asked for (``from referee.rewards import MathAnswer``), and a spec imports only the types it
+names (`referee.registry.BUILTIN`).
+"""
 
-from referee.rewards.agent import FinalAnswer, ToolUse
-from referee.rewards.code import FunctionTests, IoTests, PytestTests, PythonTests
-from referee.rewards.fields import FieldMatch, FieldRule
-from referee.rewards.harbor import HarborTask
-from referee.rewards.instruction_following import InstructionFollowing
-from referee.rewards.json import JsonSchema, JsonValid
-from referee.rewards.judge import ChecklistJudge, PairwiseJudge, ReferenceJudge, RubricJudge
-from referee.rewards.learned import GroupRewardModel, ProcessRewardModel, RewardModel
-from referee.rewards.length import Length, Repetition
-from referee.rewards.math import MathAnswer
-from referee.rewards.openai_graders import OpenAIGrader
-from referee.rewards.patch import PatchTests
-from referee.rewards.python import AsyncPythonReward, PythonReward
-from referee.rewards.ranking import GroupRank
-from referee.rewards.reasoning import ReasoningGym
-from referee.rewards.retrieval import Retrieval
-from referee.rewards.similarity import TextSimilarity
-from referee.rewards.sql import SqlMatch
-from referee.rewards.text import Contains, ExactMatch, Format, Regex
-from referee.rewards.tools import ToolCallMatch
-from referee.rewards.tournament import PairwiseTournament
+from __future__ import annotations
+
+from referee._lazy import exports as _exports
+
+TYPE_CHECKING = False  # `typing.TYPE_CHECKING` without importing typing (type checkers know it)
+if TYPE_CHECKING:
+    from typing import Any as _Any
+
+    from referee.rewards.agent import FinalAnswer, Retrieval, ToolUse
+    from referee.rewards.code import FunctionTests, IoTests, PytestTests, PythonTests
+    from referee.rewards.harbor import HarborTask
+    from referee.rewards.judged import (
+        ChecklistJudge,
+        GroupRank,
+        OpenAIGrader,
+        PairwiseJudge,
+        PairwiseTournament,
+        ReferenceJudge,
+        RubricJudge,
+    )
+    from referee.rewards.learned import GroupRewardModel, ProcessRewardModel, RewardModel
+    from referee.rewards.math import MathAnswer, ReasoningGym
+    from referee.rewards.patch import PatchTests
+    from referee.rewards.python import AsyncPythonReward, PythonReward
+    from referee.rewards.sql import SqlMatch
+    from referee.rewards.structured import (
+        FieldMatch,
+        FieldRule,
+        JsonSchema,
+        JsonValid,
+        ToolCallMatch,
+    )
+    from referee.rewards.text import (
+        Contains,
+        ExactMatch,
+        Format,
+        InstructionFollowing,
+        Length,
+        Regex,
+        Repetition,
+        TextSimilarity,
+    )
 
 __all__ = [
     "AsyncPythonReward",
@@ -65,6 +91,27 @@ __all__ = [
     "ToolUse",
     "runs_where",
 ]
+
+# each family's names from the family, which imports each from its own module in turn
+_EXPORTS = {
+    "referee.rewards.agent": ("FinalAnswer", "Retrieval", "ToolUse"),
+    "referee.rewards.code": ("FunctionTests", "IoTests", "PytestTests", "PythonTests"),
+    "referee.rewards.harbor": ("HarborTask",),
+    "referee.rewards.judged": ("ChecklistJudge", "GroupRank", "OpenAIGrader", "PairwiseJudge",
+                               "PairwiseTournament", "ReferenceJudge", "RubricJudge"),
+    "referee.rewards.learned": ("GroupRewardModel", "ProcessRewardModel", "RewardModel"),
+    "referee.rewards.math": ("MathAnswer", "ReasoningGym"),
+    "referee.rewards.patch": ("PatchTests",),
+    "referee.rewards.python": ("AsyncPythonReward", "PythonReward"),
+    "referee.rewards.sql": ("SqlMatch",),
+    "referee.rewards.structured": ("FieldMatch", "FieldRule", "JsonSchema", "JsonValid",
+                                   "ToolCallMatch"),
+    "referee.rewards.text": ("Contains", "ExactMatch", "Format", "InstructionFollowing", "Length",
+                             "Regex", "Repetition", "TextSimilarity"),
+}  # fmt: skip
+
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = _exports(__name__, _EXPORTS, globals())
 
 
 def runs_where(cls: type[_Any] | None) -> str:

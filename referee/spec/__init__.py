@@ -59,7 +59,6 @@ from typing import Any, cast
 import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-import referee.rewards  # noqa: F401  (the built-in types register as they are imported)
 from referee._yaml import safe_load
 from referee.compose import (
     FROM_ON_NONE,
@@ -70,7 +69,6 @@ from referee.compose import (
 )
 from referee.deadline import check_timeout
 from referee.errors import SpecError
-from referee.judges.options import CLIENT_OPTIONS
 from referee.registry import lookup, registered_types
 from referee.reward import CheckReward, Reward, RewardBase, is_sync
 from referee.spec.model import COMBINE_KEYS as _COMBINE_KEYS
@@ -172,6 +170,16 @@ _UNION_TAG_PREFIXES = (
 )
 
 
+def _client_options(allowed: Sequence[str]) -> frozenset[str]:
+    """The judge client's options a type takes flat beside its own: those of `JudgeClient`
+    where it has a ``client`` option (a judge), else none. Only a judge imports the judges."""
+    if "client" not in allowed:
+        return frozenset()
+    from referee.judges.options import CLIENT_OPTIONS
+
+    return CLIENT_OPTIONS
+
+
 def _model_names(cls: type[BaseModel] = BaseModel) -> set[str]:
     names = set()
     for sub in cls.__subclasses__():
@@ -245,7 +253,7 @@ class _Loader:
             if isinstance(options.get(key), Mapping):
                 options[key] = self.reward(options[key], (*path, key), key)
         allowed = _option_names(cls)
-        own = {*allowed, *(CLIENT_OPTIONS if "client" in allowed else ())}
+        own = {*allowed, *_client_options(allowed)}
         deadline = run_in = None
         if "deadline" in options and "deadline" not in own:
             deadline = self.seconds(options.pop("deadline"), path, "deadline")
@@ -355,9 +363,9 @@ class _Loader:
                 expected=ctx.get("expected") or None,
             )  # fmt: skip
         if first["type"] == "unexpected_keyword_argument" or first["type"] == "extra_forbidden":
-            known = {*allowed, *_COMPONENT_KEYS, "deadline", "run_in", "timeout"}
-            if "client" in allowed:  # a judge takes its client's options flat too
-                known |= CLIENT_OPTIONS
+            # (a judge takes its client's options flat too)
+            known = {*allowed, *_client_options(allowed), *_COMPONENT_KEYS, "deadline", "run_in",
+                     "timeout"}  # fmt: skip
             found = loc[-1] if loc else None
             close = difflib.get_close_matches(str(found), known, n=1) if found else []
             hint = f" (did you mean {close[0]!r}?)" if close else ""

@@ -27,13 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, TypeAdapter
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import PydanticOmit, core_schema
 
-import referee.rewards  # noqa: F401  (the built-in types register as they are imported)
 from referee.compose import CombineMode, FailurePolicy, NonePolicy
-from referee.judges.client import JudgeClient
-from referee.judges.options import CLIENT_OPTIONS, JudgeOptions
-from referee.registry import lookup, registered_types
+from referee.registry import BUILTIN, lookup, registered_types
 from referee.reward import CheckReward, GroupReward, Reward, RewardBase, SyncReward
-from referee.rewards.fields import FieldRule, MatcherKind
 from referee.workers import RunIn
 
 __all__ = [
@@ -177,7 +173,7 @@ _TRUTH_TEXT = "^({})$".format(
 # pydantic's schema cannot know, so its schema is loosened to any value.
 _UNDERSTOOD: Final = frozenset(
     {
-        ("referee.rewards.fields", "FieldRule._short_forms"),
+        ("referee.rewards.structured.fields", "FieldRule._short_forms"),
         ("referee.judges.options", "JudgeOptions.__get_pydantic_core_schema__.<locals>.<lambda>"),
         ("referee.judges.client", "_cache_option"),  # a better error; the shape is its own
     }
@@ -242,6 +238,8 @@ class _Options(GenerateJsonSchema):
         return {}
 
     def model_schema(self, schema: core_schema.ModelSchema) -> JsonSchemaValue:
+        from referee.rewards.structured.fields import FieldRule
+
         full = super().model_schema(schema)
         return _field_rule(full) if schema["cls"] is FieldRule else full
 
@@ -250,6 +248,8 @@ def _field_rule(full: JsonSchemaValue) -> JsonSchemaValue:
     """A field_match rule in its three spellings (`FieldRule._short_forms`): a matcher's name
     (``amount: number``), a one-key mapping of a matcher to its options (``amount: {number:
     {rel_tol: 0.01}}``, with more rule keys beside it), or in full (``{match: number, ...}``)."""
+    from referee.rewards.structured.fields import MatcherKind
+
     kinds: tuple[str, ...] = get_args(MatcherKind)
     options = dict(full["properties"])
     rest = {k: v for k, v in options.items() if k != "match"}
@@ -278,8 +278,8 @@ def _field_rule(full: JsonSchemaValue) -> JsonSchemaValue:
 
 
 def builtin_types() -> list[str]:
-    """The registered reward types that referee itself defines, sorted."""
-    return [name for name in registered_types() if _class(name).__module__.startswith("referee.")]
+    """The registered reward types that referee itself defines, sorted (importing none)."""
+    return sorted(BUILTIN)
 
 
 def _class(name: str) -> type[Any]:
@@ -317,6 +317,8 @@ def _type_schema(
     name: str, cls: type[Any], options: JsonSchemaValue, client: JsonSchemaValue
 ) -> JsonSchemaValue:
     """What a reward of type `name` takes beside ``type``, ``name`` and its transforms."""
+    from referee.judges.options import CLIENT_OPTIONS, JudgeOptions
+
     fields = {f.name: f for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else {}
     # The loader names the reward itself; a field not in __init__ is no option. InitVars are
     # options (pydantic lists them; dataclasses.fields does not).
@@ -380,6 +382,8 @@ def _both_deadlines() -> JsonSchemaValue:
 def _options_schemas(types: list[str]) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     """pydantic's schema of each type's options (by type name), the definitions they share,
     and the validators loosened to any value."""
+    from referee.judges.client import JudgeClient
+
     inputs: list[tuple[str, Literal["validation"], TypeAdapter[Any]]] = [
         (name, "validation", TypeAdapter(_class(name))) for name in types
     ]

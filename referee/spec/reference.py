@@ -25,7 +25,7 @@ from referee.judges.client import JudgeClient
 from referee.judges.options import CLIENT_OPTIONS, JudgeOptions
 from referee.registry import lookup, registered_types
 from referee.rewards import runs_where
-from referee.rewards.fields import FieldRule
+from referee.rewards.structured.fields import FieldRule
 from referee.spec.examples import ScoringExample
 
 __all__ = [

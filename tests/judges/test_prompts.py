@@ -65,8 +65,8 @@ def test_the_task_names_what_the_verdict_asks_for() -> None:
 
 def test_names_stay_importable_where_they_were() -> None:
     from referee.judges import client, limits, prompts
-    from referee.rewards import judge
+    from referee.rewards import judged  # (referee.rewards.judge, their old place, moved there)
 
-    assert (judge.fence_for, judge.verdict_model) == (prompts.fence_for, prompts.verdict_model)
+    assert (judged.fence_for, judged.verdict_model) == (prompts.fence_for, prompts.verdict_model)
     assert (client.set_spend_cap, client.spent) == (limits.set_spend_cap, limits.spent)
     assert client.BudgetExceeded is limits.BudgetExceeded

@@ -24,7 +24,7 @@ from referencing.jsonschema import DRAFT202012
 
 import referee
 from referee.errors import NotApplicable
-from referee.rewards.json import JsonSchema
+from referee.rewards.structured.json import JsonSchema
 from referee.verifiers.schema import compile_schema, first_error
 from tests.support.rollouts import make
 from tests.support.schema_host import SECRET, CountingServer, server, url_of

@@ -8,7 +8,7 @@
 referee does not import lm-eval: importing its IFEval modules runs lm-eval's task manager
 (``datasets``, pandas, ...) and downloads NLTK data at import. The 25 checks are written here,
 operation for operation from lm-eval 0.4.13's ``instructions.py``, calling the libraries
-lm-eval calls (NLTK's Punkt and Treebank tokenizers, langdetect); ``tests/rewards/
+lm-eval calls (NLTK's Punkt and Treebank tokenizers, langdetect); ``tests/rewards/text/
 test_instruction_following.py`` runs both on thousands of responses per instruction and
 requires equal verdicts in both modes. Where they differ, on purpose:
 
