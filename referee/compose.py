@@ -212,7 +212,8 @@ class Combined(RewardBase):
             raise ValueError(f"{self.name}: component names must be unique, repeated: {dupes}")
         _finite(self.name, failure_value=self.failure_value, floor=self.floor)
         self._total_weight = exact_sum([c.weight for c in self.components])
-        _finite(self.name, **{"the sum of the weights": self._total_weight})
+        if self.mode in ("weighted", "mean"):  # elsewhere the weights do not enter the total
+            _finite(self.name, **{"the sum of the weights": self._total_weight})
         self._sync = all(is_sync(c.reward) for c in self.components)
         # The components in order, as runs of sync ones and single async ones.
         self._segments: list[tuple[list[Component], bool]] = []

@@ -207,3 +207,12 @@ def test_a_merge_key_and_equal_values_under_different_keys_still_load(tmp_path: 
         "  b: {<<: *base, weight: 0.25}\n"
     )  # fmt: skip
     assert set(one(referee.load(spec)).components) == {"a", "b"}
+
+
+def test_weights_whose_sum_overflows_are_refused_only_where_weights_count() -> None:
+    """Found by the property above: mode min with two weights near the float maximum was
+    refused ("the sum of the weights must be a finite number"), though min never weighs."""
+    parts = [Component(name=f"c{i}", reward=Fixed(value=0.5), weight=1.7e308) for i in range(2)]
+    assert one(Combined(components=parts, mode="min")).value == 0.5
+    with pytest.raises(ValueError, match="the sum of the weights must be a finite number"):
+        Combined(components=parts, mode="weighted")
