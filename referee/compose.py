@@ -54,6 +54,7 @@ from referee.scores import Failure, Score
 
 __all__ = [
     "FROM_ON_NONE",
+    "NOISE",
     "CombineMode",
     "Combined",
     "Component",
@@ -62,12 +63,14 @@ __all__ = [
     "Transform",
     "cascade",
     "clip",
+    "exact_sum",
     "gate",
     "maximum",
     "mean",
     "minimum",
     "product",
     "scale",
+    "tidy",
     "weighted",
 ]
 
