@@ -176,6 +176,8 @@ _UNDERSTOOD: Final = frozenset(
         ("referee.rewards.structured.fields", "FieldRule._short_forms"),
         ("referee.judges.options", "JudgeOptions.__get_pydantic_core_schema__.<locals>.<lambda>"),
         ("referee.judges.client", "_cache_option"),  # a better error; the shape is its own
+        # the client's options flat, listed by _type_schema (`client_flat`)
+        ("referee.rewards.judged.openai_graders", "_nest_flat_client"),
     }
 )
 
@@ -333,10 +335,13 @@ def _type_schema(
         # an editor's tooltip).
         out["description"] = re.split(r"\n\s*Scores:\s*\n", options["description"])[0].rstrip()
     own = {n for n, f in fields.items() if f.init and n != "name"}
+    # A judge takes its client's options flat beside its own, or under `client`; so does a
+    # type that says it does (`client_flat`: openai_grader, whose graders name their models).
     judge = "client" in own and issubclass(cls, JudgeOptions)
-    if judge:  # the client's options flat beside the reward's own, or under `client`
-        flat = sorted(CLIENT_OPTIONS - own)
-        own |= CLIENT_OPTIONS
+    partial = "client" in own and not judge and getattr(cls, "client_flat", False)
+    if judge or partial:
+        flat = sorted(CLIENT_OPTIONS - own - ({"model"} if partial else set()))
+        own |= set(flat)
         properties.update({k: client["properties"][k] for k in flat})
         required = [k for k in required if k != "client"]
         needs = [k for k in client.get("required", []) if k in flat]

@@ -789,8 +789,10 @@ def test_models_map_and_client_options(tmp_path: Path) -> None:
         load(LABEL_MODEL, client={"timeout": "soon"})
     with pytest.raises(SpecError, match=r"client\.nope"):
         load(LABEL_MODEL, client={"nope": 1})
-    with pytest.raises(SpecError):  # the client's options go under `client`
-        load(LABEL_MODEL, api_base="http://127.0.0.1:9/v1")
+    # written flat, as a judge's, they go to the client (issue 46)
+    assert load(LABEL_MODEL, api_base="http://127.0.0.1:9/v1").client == {
+        "api_base": "http://127.0.0.1:9/v1"
+    }
 
 
 def test_multi_with_a_model_grader_and_a_failing_part(tmp_path: Path) -> None:
@@ -811,3 +813,23 @@ def test_no_model_grader_needs_no_client() -> None:
     reward = load(check("eq"))
     assert reward._clients == {}
     assert score(reward, "a", {"reference_answer": "a"}).value == 1.0
+
+
+def test_the_client_options_may_be_written_flat_as_for_a_judge(tmp_path: Path) -> None:
+    """Issue 46: `timeout: 30` was refused with "unknown option ... did you mean 'timeout'?"
+    while the error listed `timeout` among the options expected. Written flat, a client
+    option goes to the client, as a judge's does; the spec schema takes it too."""
+    import jsonschema
+
+    spec = {
+        "type": "openai_grader", "timeout": 30, "retries": 1,
+        "grader": {"type": "string_check", "name": "x", "operation": "eq",
+                   "input": "{{ sample.output_text }}", "reference": "{{ item.reference }}"},
+    }  # fmt: skip
+    reward = referee.load(spec)
+    assert reward.client == {"timeout": 30, "retries": 1}
+    from referee.spec.model import json_schema
+
+    jsonschema.validate(spec, json_schema())
+    with pytest.raises(referee.SpecError, match="both under 'client' and flat"):
+        referee.load({**spec, "client": {"retries": 2}})

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import dataclasses
 import hashlib
 import json
 import math
@@ -49,10 +50,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import GetCoreSchemaHandler, TypeAdapter, ValidationError
+from pydantic_core import core_schema
 
 from referee.errors import JudgeError, RewardError, VerifierTimeout
 from referee.judges.client import JudgeClient
+from referee.judges.options import CLIENT_OPTIONS
 from referee.judges.via_litellm import supports_schema
 from referee.registry import register
 from referee.reward import AsyncReward, Need
@@ -190,6 +193,16 @@ class OpenAIGrader(AsyncReward):
     invalid_grade: Literal["zero", "fail"] = "zero"
 
     _UNSUPPORTED: ClassVar[tuple[str, ...]] = ("top_p", "reasoning_effort")
+    client_flat: ClassVar[bool] = True  # the spec schema lists the client's options flat too
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: type[Any], handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        # As a judge's: the client's options written flat (``timeout: 30``, ``api_base``) are
+        # gathered into `client` before the dataclass validates the rest (issue 46: the spec's
+        # error listed `timeout` among the options it expected, and refused it).
+        return core_schema.no_info_before_validator_function(_nest_flat_client, handler(source))
 
     def __post_init__(self) -> None:
         if (self.grader is None) == (self.grader_file is None):
@@ -469,6 +482,23 @@ def _grade_takes_two(source: str) -> bool:
             kw_required = sum(d is None for d in args.kw_defaults)
             ok = required <= 2 and (positional >= 2 or args.vararg is not None) and kw_required == 0
     return ok
+
+
+def _nest_flat_client(data: Any) -> Any:
+    """`data` with the judge client's options given flat moved under ``client``."""
+    if not isinstance(data, Mapping):
+        return data
+    own = {f.name for f in dataclasses.fields(OpenAIGrader)}
+    flat = {k: v for k, v in data.items() if k in CLIENT_OPTIONS - {"model"} and k not in own}
+    if not flat:
+        return data
+    if data.get("client"):
+        raise ValueError(
+            f"the judge client is given both under 'client' and flat ({', '.join(flat)}): "
+            "give its options one way"
+        )
+    rest = {k: v for k, v in data.items() if k not in flat}
+    return {**rest, "client": flat}
 
 
 def _check_client(options: Mapping[str, Any]) -> None:
