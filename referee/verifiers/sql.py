@@ -30,8 +30,7 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from concurrent.futures import Future, ThreadPoolExecutor, wait
-from concurrent.futures import TimeoutError as FutureTimeout
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -223,28 +222,26 @@ class Database:
     def _stoppable(self, sql: str, limits: Limits) -> tuple[list[Row], int]:
         """`_fetch` on the query thread, stopped at `limits.timeout` even where it spins in C
         (see the module's docstring)."""
-        future = _query_thread().submit(self._fetch, sql, limits)
+        thread = _query_thread()
+        thread.start(self._fetch, sql, limits)
         try:
-            return future.result(limits.timeout + _STOP_GRACE)
-        except FutureTimeout:
-            pass
+            ended = thread.wait(limits.timeout + _STOP_GRACE)
         except BaseException:  # the wait itself was stopped (the check's deadline): the query too
-            self._stop(future)
+            self._stop(thread)
             raise
-        if self._stop(future):
-            return future.result()  # its rows, or what SQLite said when interrupted: a timeout
+        if ended or self._stop(thread):
+            return thread.result()  # its rows, or what SQLite said (interrupted: a timeout)
         raise QueryError("timeout", f"timed out after {limits.timeout:g}s")
 
-    def _stop(self, future: Future[tuple[list[Row], int]]) -> bool:
-        """Interrupt the query running on `future`: True where it ended; else it spins inside
-        one of SQLite's C functions, where no check reaches and a thread cannot be stopped,
-        and this worker retires (it answers the query's verdict, then exits)."""
+    def _stop(self, thread: _QueryThread) -> bool:
+        """Interrupt the query on `thread`: True where it ended; else it spins inside one of
+        SQLite's C functions, where no check reaches and a thread cannot be stopped, and this
+        worker retires (it answers the query's verdict, then exits)."""
         self.guard.fired = True  # what SQLite says now is a timeout
         self.conn.interrupt()  # a loop SQLite checks for it (a sort) ends here
-        wait([future], _STOP_GRACE)
-        if future.done():
+        if thread.wait(_STOP_GRACE):
             return True
-        _abandon(self)
+        _abandon(self, thread)
         retire()
         return False
 
@@ -301,26 +298,69 @@ def _row_bytes(row: Row) -> int:
 
 
 _local = threading.local()
-_query_threads: dict[int, ThreadPoolExecutor] = {}  # pid -> its query thread (in a worker)
+
+
+class _QueryThread:
+    """A thread that runs one query at a time for this process (in a worker), handed over
+    with two locks: a query's way there and back costs tens of microseconds."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self._go = threading.Lock()
+        self._go.acquire()
+        self._done = threading.Lock()
+        self._done.acquire()
+        self._job: tuple[Callable[[str, Limits], tuple[list[Row], int]], str, Limits] | None = None
+        self._outcome: tuple[list[Row], int] | BaseException | None = None
+        threading.Thread(target=self._loop, name="referee-sql", daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            self._go.acquire()
+            assert self._job is not None  # (set before `_go` is released)
+            fn, sql, limits = self._job
+            try:
+                self._outcome = fn(sql, limits)
+            except BaseException as exc:
+                self._outcome = exc
+            self._done.release()
+
+    def start(
+        self, fn: Callable[[str, Limits], tuple[list[Row], int]], sql: str, limits: Limits
+    ) -> None:
+        self._job = (fn, sql, limits)
+        self._go.release()
+
+    def wait(self, seconds: float) -> bool:
+        """Whether the query ended within `seconds` (then `result` has it)."""
+        return self._done.acquire(timeout=seconds)
+
+    def result(self) -> tuple[list[Row], int]:
+        outcome, self._outcome, self._job = self._outcome, None, None
+        if isinstance(outcome, BaseException):
+            raise outcome
+        assert outcome is not None  # (the query ended: `wait`)
+        return outcome
+
+
+_query: list[_QueryThread] = []  # this process's query thread, once a worker runs a query
 _query_lock = threading.Lock()
 
 
-def _query_thread() -> ThreadPoolExecutor:
+def _query_thread() -> _QueryThread:
     """This process's thread for queries that must be stoppable (in a worker)."""
-    pid = os.getpid()
     with _query_lock:
-        found = _query_threads.get(pid)
-        if found is None:  # never a thread from before a fork
-            _query_threads.clear()
-            found = _query_threads[pid] = ThreadPoolExecutor(1, "referee-sql")
-        return found
+        if not _query or _query[0].pid != os.getpid():  # never a thread from before a fork
+            _query[:] = [_QueryThread()]
+        return _query[0]
 
 
-def _abandon(db: Database) -> None:
-    """Leave `db` and the query thread to the query spinning on them: later queries (were
-    there any before the worker exits) get a connection and a thread of their own."""
+def _abandon(db: Database, thread: _QueryThread) -> None:
+    """Leave `db` and `thread` to the query spinning on them: later queries (were there any
+    before the worker exits) get a connection and a thread of their own."""
     with _query_lock:
-        _query_threads.pop(os.getpid(), None)
+        if _query and _query[0] is thread:
+            _query.clear()
     opened: OrderedDict[str, Database] | None = getattr(_local, "open", None)
     if opened is not None and opened.get(db.path) is db:
         del opened[db.path]  # not closed: its statement is still stepping on the other thread
