@@ -38,7 +38,15 @@ from referee.rewards.patch._diff import extract_diff, unsafe_path
 from referee.rollout import Rollout
 from referee.scores import Score
 from referee.trajectory import trajectory
-from referee.verifiers.containers import Container, ContainerLimits, ContainerPool, shared_pool
+from referee.verifiers.containers import (
+    SAY,
+    Container,
+    ContainerPool,
+    Marks,
+    Staging,
+    job_pool,
+    stage,
+)
 
 __all__ = ["HarborTask", "HarborTaskSpec", "read_task"]
 
@@ -52,8 +60,9 @@ _APPLY_SECONDS = 120.0  # the time applying the diff may take, on top of the ver
 _APPLY_SAID = 2000  # bytes of what git apply and patch said that come back (their last)
 _ENV_VAR = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
 
-# Run as root, in one exec with the tests where the verifier's user is the image's: apply the
-# diff at the working directory ($1) with git apply (atomic), else patch after a dry run, so a
+# Run as root, in one exec with the tests where the verifier's user is the image's, after the
+# staging prelude has written the diff and the tests to $stage: apply the diff at the working
+# directory ($1) with git apply (atomic), else patch after a dry run, so a
 # diff that does not apply leaves the workspace as it was; then throw away what the diff put
 # in the verifier's folders and move the staged tests (a folder whose name the diff cannot
 # know) to /tests. The marker line says how the diff went, before any of its code runs; the
@@ -62,8 +71,8 @@ _ENV_VAR = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
 # What git and patch say goes to a file, and only its last _APPLY_SAID bytes to the output:
 # the diff is the policy's, and their messages about it (one a hunk, some 7 MiB for a 1 MiB
 # diff) would otherwise push the markers past what the exec keeps.
+_HEAD = 'stage="$2"; mark="$3"\n' + SAY
 _SETUP = r"""
-stage="$2"; mark="$3"
 apply() {
   [ -f "$stage/agent.diff" ] || return 2
   tried=
@@ -88,13 +97,16 @@ else
   apply > "$said" 2>&1; code=$?
   tail -c "$5" "$said" 2>/dev/null
 fi
-printf '\n%s setup %s\n' "$mark" "$code"
+say setup "$code"
 [ "$code" = 97 ] || [ "$code" = 96 ] && exit 0
 rm -rf /tests /logs/verifier && mkdir -p /logs/verifier /logs/agent \
   && chmod 777 /logs/verifier && mv "$stage/tests" /tests && chmod +x /tests/test.sh \
-  && rm -rf "$stage" || { printf '\n%s prepared 1 %s\n' "$mark" "$code"; exit 0; }
-printf '\n%s prepared 0 %s\n' "$mark" "$code"
+  && rm -rf "$stage" || { say prepared 1 "$code"; exit 0; }
+say prepared 0 "$code"
 """
+# Where the staged files cannot be written (a full disk, a read-only /tmp): no marker, so the
+# set-up is a Failure saying this.
+_STAGE_FAILED = 'echo "cannot write the diff and the tests to $stage"; exit 0'
 # The tests, as Harbor runs them (their output to /logs/verifier/test-stdout.txt), then the
 # reward files, each after a line naming it and its size, cut at $4 bytes; then the tests'
 # exit status and their output's tail.
@@ -105,11 +117,11 @@ status=$?
 for name in reward.json reward.txt; do
   file="/logs/verifier/$name"
   if [ -f "$file" ] && [ ! -L "$file" ]; then
-    printf '\n%s %s %s\n' "$3" "$name" "$(wc -c < "$file")"
+    say "$name" "$(wc -c < "$file")"
     head -c "$4" "$file"
   fi
 done
-printf '\n%s status %s\n' "$3" "$status"
+say status "$status"
 tail -c 600 /logs/verifier/test-stdout.txt
 """
 
@@ -473,16 +485,14 @@ class HarborTask(ThreadedReward):
 
     def pool(self, task: HarborTaskSpec) -> ContainerPool:
         """This process's container pool for the options (and the task's limits)."""
-        memory = (task.memory_mb or self.memory_mb) << 20
-        limits = ContainerLimits(
-            memory_bytes=memory, pids=self.pids, cpus=task.cpus, runtime=self.runtime
-        )
-        return shared_pool(
+        return job_pool(
             self.docker_host,
+            concurrency=self.concurrency,
             warm=self.warm,
-            per_image=self.concurrency,
-            total=self.concurrency,
-            limits=limits,
+            memory_mb=task.memory_mb or self.memory_mb,
+            pids=self.pids,
+            cpus=task.cpus,
+            runtime=self.runtime,
             build_network=self.build_network,
         )
 
@@ -520,22 +530,21 @@ class HarborTask(ThreadedReward):
         why_not: str,
     ) -> Score:
         nonce = secrets.token_hex(16)
-        stage = _STAGE.format(nonce=nonce)
-        files: dict[str, bytes | str | Path] = {f"{stage}/tests": task.test_script.parent}
-        if diff is not None:
-            files[f"{stage}/agent.diff"] = diff
-        box.put(files)
-        args = ["bash", "-c", "", "harbor", workdir, stage, nonce, str(self.max_reward_bytes)]
-        args.append(str(_APPLY_SAID))
+        stage_dir = _STAGE.format(nonce=nonce)
+        staged = _staging(stage_dir, task, diff)
+        box.put(staged.upload)  # nothing, where the set-up writes them itself
+        args = ["bash", "-c", "", "harbor", workdir, stage_dir, nonce]
+        args += [str(self.max_reward_bytes), str(_APPLY_SAID)]
         output_bytes = (2 << 20) + 2 * self.max_reward_bytes
         timeout = self.timeout or task.verifier_timeout
         # the tests run as root too (USER root, 0, root:root, 0:0): one exec
         together = user.partition(":")[0] in ("", "root", "0")
+        script = _HEAD + staged.prelude + _SETUP + (_TEST if together else "")
         run = box.exec(
-            [*args[:2], _SETUP + (_TEST if together else ""), *args[3:]],
+            [*args[:2], script, *args[3:]],
             timeout=_APPLY_SECONDS + (timeout if together else 0),
             workdir=workdir,
-            env=task.verifier_env if together else None,
+            env={**(task.verifier_env if together else {}), **staged.env},
             user="0",
             output_bytes=output_bytes,
             then=(f"\n{nonce} prepared ".encode(), timeout) if together else None,
@@ -566,7 +575,7 @@ class HarborTask(ThreadedReward):
             notes.append(f"{why_not}: graded the unchanged workspace")
         if not together:  # as Harbor: the tests run as the verifier's user
             run = box.exec(
-                [*args[:2], _TEST, *args[3:]],
+                [*args[:2], _HEAD + _TEST, *args[3:]],
                 timeout=timeout,
                 workdir=workdir,
                 env=task.verifier_env,
@@ -633,34 +642,44 @@ class HarborTask(ThreadedReward):
         return None
 
 
+def _staging(stage_dir: str, task: HarborTaskSpec, diff: bytes | None) -> Staging:
+    """The task's tests and the diff, to be staged at `stage_dir`: written by the set-up
+    itself where they are small text, else copied in first."""
+    files: dict[str, bytes | str | Path] = {f"{stage_dir}/tests": task.test_script.parent}
+    if diff is not None:
+        files[f"{stage_dir}/agent.diff"] = diff
+    return stage(files, on_error=_STAGE_FAILED)
+
+
 def _setup_account(output: bytes, nonce: str) -> tuple[dict[str, int], bytes]:
     """The set-up's marker lines (``setup``: how the diff went, ``prepared``: the tests were
     copied in, with the diff's code again) and the output after them (the tests'). Only the
     first of each counts: what the tests print comes after, and cannot change them."""
+    marks = Marks(output, nonce)
     events: dict[str, int] = {}
-    rest = output
-    mark = f"\n{nonce} ".encode()
-    for key in ("setup", "prepared"):
-        _, sep, tail = rest.partition(mark + key.encode() + b" ")
-        if not sep:
-            if key == "setup":
-                continue  # lost with the exec's first output: the prepared line repeats it
-            break
-        value, _, rest = tail.partition(b"\n")
-        try:
-            numbers = [int(v) for v in value.split()]
-            events[key] = numbers[0]
-        except (ValueError, IndexError):
-            break
-        if key == "prepared" and len(numbers) > 1:
+    rest = 0
+    setup = marks.first("setup")
+    if setup is not None:  # else lost with the exec's first output: the prepared line repeats it
+        rest = setup.after
+        numbers = setup.numbers()
+        if numbers is None:
+            return events, output[rest:]
+        events["setup"] = numbers[0]
+    prepared = marks.first("prepared", start=rest)
+    if prepared is None:
+        return events, output[rest:]
+    rest = prepared.after
+    numbers = prepared.numbers()
+    if numbers is not None:
+        events["prepared"] = numbers[0]
+        if len(numbers) > 1:
             events.setdefault("setup", numbers[1])
-    return events, rest
+    return events, output[rest:]
 
 
 def setup_text(output: bytes, nonce: str) -> str:
     """What applying the diff printed (before the set-up's first marker)."""
-    head = output.partition(f"\n{nonce} setup ".encode())[0]
-    return head.decode("utf-8", "replace")[-600:]
+    return Marks(output, nonce).before("setup").decode("utf-8", "replace")[-600:]
 
 
 @dataclass(frozen=True)
@@ -677,27 +696,22 @@ def _test_account(output: bytes, nonce: str, max_bytes: int) -> _TestAccount | N
     Raises:
         _BadReward: A reward file is larger than `max_bytes`.
     """
+    marks = Marks(output, nonce)
     # the first status line: the test output's tail printed after it can hold forged ones
-    end = output.find(f"\n{nonce} status ".encode())
-    if end < 0:
+    status_line = marks.first("status")
+    if status_line is None:
         return None
     files: dict[str, bytes] = {}
     for path in (REWARD_JSON, REWARD_TXT):
-        header = f"\n{nonce} {path.rsplit('/', 1)[1]} ".encode()
-        at = output.find(header, 0, end)
-        if at < 0:
+        header = marks.first(path.rsplit("/", 1)[1], end=status_line.at)
+        if header is None:
             continue
-        line, newline, _ = output[at + len(header) : end].partition(b"\n")
-        if not newline or not line.strip().isdigit():
+        if not header.complete or not header.words.strip().isdigit():
             raise _BadReward("error", f"{path}: its size could not be read")
-        size = int(line.strip())
+        size = int(header.words.strip())
         if size > max_bytes:
             raise _BadReward("error", f"{path} is {size} bytes, over max_reward_bytes {max_bytes}")
-        start = at + len(header) + len(line) + 1
-        files[path] = output[start : start + size]
-    status_line, _, tail = output[end + len(nonce) + 9 :].partition(b"\n")
-    try:
-        status: int | None = int(status_line)
-    except ValueError:
-        status = None
-    return _TestAccount(files, status, tail)
+        files[path] = output[header.after : header.after + size]
+    numbers = status_line.numbers()
+    status = numbers[0] if numbers is not None and len(numbers) == 1 else None
+    return _TestAccount(files, status, output[status_line.after :])

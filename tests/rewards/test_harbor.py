@@ -17,7 +17,13 @@ from typing import Any
 import pytest
 
 import referee
-from referee.rewards.harbor import HarborTask, parse_reward_json, parse_reward_text, read_task
+from referee.rewards.harbor import (
+    HarborTask,
+    _staging,
+    parse_reward_json,
+    parse_reward_text,
+    read_task,
+)
 from referee.rollout import Rollout
 from referee.verifiers.containers import close_shared
 from tests.support.images import HARBOR_CALC as CALC
@@ -166,6 +172,9 @@ def test_reward_json_gives_the_value_and_components(reward: HarborTask) -> None:
 
 
 def test_tests_that_are_not_pytest(reward: HarborTask) -> None:
+    # its tests/ (test.sh and expected.txt) and the diff are written by the set-up itself
+    task = read_task(Path(reward.tasks_dir or "") / "shell-check")
+    assert _staging("/tmp/referee-x", task, FIX.encode()).by_exec
     fixed, unchanged = referee.score(
         reward, [_rollout(FIX, "shell-check"), _rollout(None, "shell-check")]
     )
@@ -188,6 +197,8 @@ def test_a_diff_whose_errors_flood_the_output_still_does_not_apply(reward: Harbo
     # that; the rollout is still the policy's "does not apply" (0), never Failure("sandbox").
     hunks = "".join(f"--- a/{i}\n+++ b/{i}\n@@ -1 +1 @@\n-x\n+y\n" for i in range(24_000))
     assert len(hunks) <= reward.max_diff_bytes
+    task = read_task(Path(reward.tasks_dir or "") / "python-check")
+    assert not _staging("/tmp/referee-x", task, hunks.encode()).by_exec  # copied in: too large
     score = referee.score(reward, [_rollout(hunks, "python-check")])[0]
     assert score.failure is None and score.value == 0.0, score
     assert score.components["diff_applied"] == 0.0
