@@ -9,19 +9,12 @@ names do not; row order and duplicate rows do not count. That is ``order: ignore
 ``abs_tol`` let numbers differ a little (`rows_match`).
 
 The policy's query is hostile; the gold query and the database are the user's. Both run
-through `referee.verifiers.sql`, on a connection that cannot change anything: read-only, an
-authorizer that allows reading and calling functions only, one statement, a cap on every
-value's length (``max_value_bytes``), a deadline checked every thousand virtual-machine steps
-(``timeout``), and caps on the rows and bytes fetched (see there).
-
-Where it runs: in a worker process (`referee.workers`) by default, not inline, because some of
-SQLite's functions spend unbounded time inside one virtual-machine step, where the deadline
-check never runs (``printf('%.*c', 2000000000, 'x')``: 15 s), and fetching one row of 1,000
-copies of a 1 MB blob took 28 s and 7 GB. In a worker a query is stopped at its ``timeout``
-even there (the worker retires after the verdict), SQLite's heap is capped (``memory_mb``)
-and its temporary tables kept in that heap, so neither memory nor disk grows past it; the
-reward's deadline, where the worker is killed, is the backstop. ``run_in: inline`` is faster
-and keeps every limit but those.
+through `referee.verifiers.sql`, on a connection that cannot change anything, under limits
+(``timeout``, ``max_rows``, ``max_result_mb``, ``max_value_bytes``: see there). By default
+in a worker process (`referee.workers`), because some of SQLite's functions spin in C inside
+one virtual-machine step, where only a process's end stops them, and a query's memory is
+capped only there (``memory_mb``); the reward's deadline, where the worker is killed, is the
+backstop. ``run_in: inline`` is faster and keeps every limit but those.
 
 A query of the policy's that fails, runs past ``timeout`` or returns too much scores 0 with the
 reason (SQLite's own error text); the gold query failing is a Failure, never a 0: the data is
