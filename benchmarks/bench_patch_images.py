@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import secrets
-import shlex
 import sys
 import tempfile
 import time
@@ -107,18 +106,18 @@ def docker_runs(engine: ContainerEngine, reward: PatchTests, row: dict[str, Any]
     """The same script and files, one ``containers.run`` each, graded the same way."""
     task = images.image_task(row)
     find = images.find_expression(list(PROTECTED), task.test_files)
-    script = f"FIND=({' '.join(map(shlex.quote, find))})\n" + images._SCRIPT
     started = time.perf_counter()
     for i in range(n):
         nonce, stage = secrets.token_hex(16), f"/tmp/referee-{secrets.token_hex(8)}"
         diff = FIX if i % 2 == 0 else WRONG
-        files = images.stage_files(diff.encode(), task.eval_script)
-        assert isinstance(files, dict)
+        staged = images.stage_files(diff.encode(), task.eval_script, stage)
+        assert staged.by_exec
+        script = images.job_script(find, staged)
         output = engine.client.containers.run(
             task.image,
             ["bash", "-c", script, "patch_tests", "/testbed", stage, nonce, "restore"],
             environment={
-                **files,
+                **staged.env,
                 "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
             },
             working_dir="/testbed",

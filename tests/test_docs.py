@@ -20,7 +20,7 @@ from referee.spec.reference import all_references
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted((ROOT / "docs").rglob("*.md"))
-_LANGUAGES = "bash|console|text|yaml|yml|json|python|pycon|toml|diff|layers|ini|html"
+_LANGUAGES = "bash|console|text|yaml|yml|json|python|pycon|toml|diff|layers|long-modules|ini|html"
 _FENCE_INFO = re.compile(rf'^({_LANGUAGES})( title="[^"]*")?$')  # a MkDocs title, else nothing
 _HEADING_IN_CODE = re.compile(r"^#{2,6} \S", re.M)  # code comments use one #, headings more
 

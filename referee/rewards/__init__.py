@@ -1,6 +1,6 @@
 """The built-in rewards, in families: `text`, `structured`, `math`, `agent`, `judged` (a grader
 decides: LLM judges, group ranking, tournaments, OpenAI's graders), `code`, `learned` (reward
-models), `patch`, and the modules `python`, `sql` and `harbor`. Each class is also a spec type
+models), `patch`, `harbor`, and the modules `python` and `sql`. Each class is also a spec type
 (its registered name).
 
 Importing this package imports no reward: a class is imported from its module when it is first

@@ -8,21 +8,13 @@ names do not; row order and duplicate rows do not count. That is ``order: ignore
 ``order: respect`` compares the two lists of rows (order and duplicates count). ``rel_tol`` /
 ``abs_tol`` let numbers differ a little (`rows_match`).
 
-The policy's query is hostile; the gold query and the database are the user's. Both run on a
-connection that cannot change anything (`_Database`): opened read-only (``mode=ro``), with an
-authorizer that allows reading and calling functions only (no ATTACH, PRAGMA, transaction or
-write of any kind; ``load_extension`` and ``fts3_tokenizer`` refused), no attached databases,
-one statement per query, a length cap on every value (``max_value_bytes``), a deadline checked
-every thousand virtual-machine steps (``timeout``: a ``WITH RECURSIVE`` with no end is
-interrupted), and caps on the rows and bytes fetched.
-
-Where it runs: in a worker process (`referee.workers`) by default, not inline, because some of
-SQLite's functions spend unbounded time inside one virtual-machine step, where the deadline
-check never runs (measured, SQLite 3.40, one core: ``printf('%.*c', 2000000000, 'x')`` 15 s;
-``instr`` of two strings of 1 MB and 0.5 MB, 8 s), and fetching one row of 1,000 copies of a
-1 MB blob took 28 s and 7 GB. A worker is killed at the reward's deadline, and there
-SQLite's heap is capped (``memory_mb``) and its temporary tables kept in that heap, so neither
-memory nor disk grows past it. ``run_in: inline`` is faster and keeps every limit but those.
+The policy's query is hostile; the gold query and the database are the user's. Both run
+through `referee.verifiers.sql`, on a connection that cannot change anything, under limits
+(``timeout``, ``max_rows``, ``max_result_mb``, ``max_value_bytes``: see there). By default
+in a worker process (`referee.workers`), because some of SQLite's functions spin in C inside
+one virtual-machine step, where only a process's end stops them, and a query's memory is
+capped only there (``memory_mb``); the reward's deadline, where the worker is killed, is the
+backstop. ``run_in: inline`` is faster and keeps every limit but those.
 
 A query of the policy's that fails, runs past ``timeout`` or returns too much scores 0 with the
 reason (SQLite's own error text); the gold query failing is a Failure, never a 0: the data is
@@ -46,22 +38,29 @@ import os
 import re
 import sqlite3
 import threading
-import time
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from referee.deadline import run_in_thread
-from referee.errors import NotApplicable, RefereeError, RewardError, VerifierTimeout
+from referee.errors import NotApplicable, RewardError, VerifierTimeout
 from referee.registry import register
 from referee.reward import CheckReward, Need
 from referee.rewards._common import clip_text, short
 from referee.rewards._extract import fenced_blocks
 from referee.rollout import Rollout
 from referee.scores import Score
+from referee.verifiers.sql import (
+    Database,
+    Limits,
+    QueryError,
+    QueryOutcome,
+    Row,
+    database,
+    run_query,
+)
 from referee.workers import RunIn, in_worker, pool
 
 __all__ = [
@@ -79,29 +78,7 @@ RowOrder = Literal["ignore", "respect"]
 """How two results' rows are compared: ``ignore`` (BIRD: as sets of rows; order and duplicates
 do not count) or ``respect`` (as lists: the same rows in the same order, duplicates counted)."""
 
-Row = tuple[Any, ...]
-
 _SQL_TAGS = frozenset({"sql", "sqlite", ""})
-_ALLOWED = frozenset(
-    {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
-)
-# load_extension is off in the connection too; fts3_tokenizer hands out a C pointer.
-_REFUSED_FUNCTIONS = frozenset({"load_extension", "fts3_tokenizer"})
-# The authorizer's action codes, for reasons (the module's other SQLITE_ names are result codes,
-# some with the same numbers).
-_ACTIONS = {
-    getattr(sqlite3, f"SQLITE_{name}"): name.replace("_", " ")
-    for name in (
-        "CREATE_INDEX", "CREATE_TABLE", "CREATE_TEMP_INDEX", "CREATE_TEMP_TABLE",
-        "CREATE_TEMP_TRIGGER", "CREATE_TEMP_VIEW", "CREATE_TRIGGER", "CREATE_VIEW", "DELETE",
-        "DROP_INDEX", "DROP_TABLE", "DROP_TEMP_INDEX", "DROP_TEMP_TABLE", "DROP_TEMP_TRIGGER",
-        "DROP_TEMP_VIEW", "DROP_TRIGGER", "DROP_VIEW", "INSERT", "PRAGMA", "READ", "SELECT",
-        "TRANSACTION", "UPDATE", "ATTACH", "DETACH", "ALTER_TABLE", "REINDEX", "ANALYZE",
-        "CREATE_VTABLE", "DROP_VTABLE", "FUNCTION", "SAVEPOINT", "RECURSIVE",
-    )
-}  # fmt: skip
-_STEPS = 1000  # virtual-machine steps between two deadline checks
-_CONNECTIONS = 8  # open databases kept per thread
 _GOLD_ENTRIES = 256  # gold results kept per reward (a GRPO group shares one)
 _GOLD_BYTES = 64 << 20
 _PATHS = 4096  # resolved database paths kept per reward
@@ -117,218 +94,7 @@ def extract_sql(text: str) -> str:
     return sql.strip().rstrip("; \t\r\n\f\v")
 
 
-# --- running a query ----------------------------------------------------------------------
-
-
-QueryOutcome = Literal["error", "timeout", "refused", "too_large", "memory", "not_a_query"]
-
-
-class QueryError(RefereeError):
-    """A query gave no rows: what happened, and what to say of it after "the query"
-    (``failed: no such table: t``, ``timed out after 5s``), SQLite's error text included."""
-
-    def __init__(self, kind: QueryOutcome, message: str) -> None:
-        super().__init__(message)
-        self.kind: QueryOutcome = kind
-        self.message = message
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """What one query may use (the reward's options, in SQLite's units)."""
-
-    timeout: float
-    max_rows: int
-    max_bytes: int
-    max_value_bytes: int
-    max_sql_bytes: int
-    heap_bytes: int | None  # SQLite's process-wide hard heap limit; only in a worker
-
-
-class _Guard:
-    """A connection's authorizer and deadline: what was refused, and whether time ran out."""
-
-    __slots__ = ("denied", "fired", "until")
-
-    def __init__(self) -> None:
-        self.until = 0.0
-        self.fired = False
-        self.denied: str | None = None
-
-    def progress(self) -> int:
-        if time.monotonic() > self.until:
-            self.fired = True
-            return 1  # nonzero: SQLite interrupts the statement
-        return 0
-
-    def authorize(
-        self, action: int, arg1: str | None, arg2: str | None, db: str | None, trigger: str | None
-    ) -> int:
-        if action in _ALLOWED and (
-            action != sqlite3.SQLITE_FUNCTION or (arg2 or "").lower() not in _REFUSED_FUNCTIONS
-        ):
-            return sqlite3.SQLITE_OK
-        if self.denied is None:
-            what = _ACTIONS.get(action, f"action {action}")
-            detail = arg2 if action == sqlite3.SQLITE_FUNCTION else arg1
-            self.denied = f"{what} {detail}" if detail else what
-        return sqlite3.SQLITE_DENY
-
-
-_heap_limit = 0  # the hard heap limit this process has set (0: none); SQLite only lowers it
-_heap_lock = threading.Lock()
-
-
-def _lower_heap_limit(limit: int) -> None:
-    """Lower SQLite's process-wide hard heap limit to `limit` bytes (a PRAGMA can only lower
-    it, so the lowest `memory_mb` seen in a worker holds for its life)."""
-    global _heap_limit
-    with _heap_lock:
-        if _heap_limit and _heap_limit <= limit:
-            return
-        control = sqlite3.connect(":memory:")
-        try:
-            control.execute(f"PRAGMA hard_heap_limit={int(limit)}")
-        finally:
-            control.close()
-        _heap_limit = limit
-
-
-class _Database:
-    """One SQLite file, opened so that no query can change it or anything else."""
-
-    def __init__(self, path: str, stamp: tuple[int, ...], in_memory_temp: bool) -> None:
-        self.path = path
-        self.stamp = stamp
-        self.guard = _Guard()
-        conn = sqlite3.connect(
-            Path(path).as_uri() + "?mode=ro", uri=True, isolation_level=None, cached_statements=64
-        )
-        try:
-            if hasattr(conn, "enable_load_extension"):  # absent where Python was built without
-                conn.enable_load_extension(False)
-            if in_memory_temp:  # in a worker, whose heap is capped: no temporary files at all
-                conn.execute("PRAGMA temp_store=MEMORY")
-            conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
-            conn.setlimit(sqlite3.SQLITE_LIMIT_WORKER_THREADS, 0)
-            conn.set_authorizer(self.guard.authorize)
-            conn.set_progress_handler(self.guard.progress, _STEPS)
-        except BaseException:
-            conn.close()
-            raise
-        self.conn = conn
-        self._limits: tuple[int, int] = (-1, -1)
-
-    def close(self) -> None:
-        self.conn.close()
-
-    def rows(self, sql: str, limits: Limits) -> tuple[list[Row], int]:
-        """The rows `sql` gives and their size in bytes (about); QueryError if none."""
-        if limits.heap_bytes is not None:
-            _lower_heap_limit(limits.heap_bytes)
-        if self._limits != (limits.max_value_bytes, limits.max_sql_bytes):
-            self.conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, limits.max_value_bytes)
-            self.conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, limits.max_sql_bytes)
-            self._limits = (limits.max_value_bytes, limits.max_sql_bytes)
-        guard = self.guard
-        guard.denied, guard.fired = None, False
-        guard.until = time.monotonic() + limits.timeout
-        cursor = self.conn.cursor()
-        rows: list[Row] = []
-        size = 0
-        try:
-            cursor.execute(sql)
-            if cursor.description is None:
-                raise QueryError("not_a_query", "is no query (it gives no result set)")
-            for row in cursor:  # one row at a time: a cap is checked before the next is made
-                rows.append(row)
-                size += _row_bytes(row)
-                if len(rows) > limits.max_rows:
-                    raise QueryError(
-                        "too_large", f"returned more than {limits.max_rows:,} rows (max_rows)"
-                    )
-                if size > limits.max_bytes:
-                    raise QueryError(
-                        "too_large",
-                        f"returned more than {limits.max_bytes >> 20} MiB of rows (max_result_mb)",
-                    )
-        except MemoryError:
-            raise QueryError("memory", "ran out of memory (memory_mb)") from None
-        except (sqlite3.Error, ValueError, OverflowError) as exc:
-            raise self._failed(exc, limits) from None
-        finally:
-            cursor.close()
-        return rows, size
-
-    def _failed(self, exc: Exception, limits: Limits) -> QueryError:
-        text = str(exc) or type(exc).__name__
-        if self.guard.fired:
-            return QueryError("timeout", f"timed out after {limits.timeout:g}s")
-        if self.guard.denied is not None:
-            denied = self.guard.denied
-            return QueryError("refused", f"was refused: {denied} is not allowed ({text})")
-        if isinstance(exc, sqlite3.DataError) and "too big" in text:
-            return QueryError(
-                "too_large", f"failed: {text} (max_value_bytes is {limits.max_value_bytes:,})"
-            )
-        if isinstance(exc, sqlite3.ProgrammingError) and "one statement" in text:
-            return QueryError("refused", f"was refused: one statement only ({text})")
-        return QueryError("error", f"failed: {text}")
-
-
-def _row_bytes(row: Row) -> int:
-    size = 16 * len(row)
-    for value in row:
-        if type(value) is str or type(value) is bytes:
-            size += len(value)
-    return size
-
-
-_local = threading.local()
-
-
-def _database(path: str, worker: bool) -> _Database:
-    """This thread's open connection to `path` (one per thread: a connection's deadline and
-    authorizer state are its own), reopened when the file changed."""
-    st = os.stat(path)
-    stamp = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-    pid = os.getpid()
-    if getattr(_local, "pid", None) != pid:  # never a connection from before a fork
-        _local.pid, _local.open = pid, OrderedDict()
-    opened: OrderedDict[str, _Database] = _local.open
-    db = opened.get(path)
-    if db is not None and db.stamp == stamp:
-        opened.move_to_end(path)
-        return db
-    if db is not None:
-        del opened[path]
-        db.close()
-    db = opened[path] = _Database(path, stamp, worker)
-    while len(opened) > _CONNECTIONS:
-        opened.popitem(last=False)[1].close()
-    return db
-
-
-def _forget(path: str) -> None:
-    """Close this thread's connection to `path` (after SQLite ran out of memory on it)."""
-    opened: OrderedDict[str, _Database] | None = getattr(_local, "open", None)
-    if opened is not None and path in opened:
-        opened.pop(path).close()
-
-
-def _rows(db: _Database, sql: str, limits: Limits) -> tuple[list[Row], int]:
-    try:
-        return db.rows(sql, limits)
-    except QueryError as exc:
-        if exc.kind == "memory":  # a connection that ran out of memory is not kept
-            _forget(db.path)
-        raise
-
-
-def run_query(path: str, sql: str, limits: Limits) -> tuple[list[Row], int]:
-    """The rows `sql` gives on the SQLite database at `path` (opened read-only, under the
-    authorizer and `limits`), and their size in bytes, about; QueryError if it gives none."""
-    return _rows(_database(os.path.realpath(path), limits.heap_bytes is not None), sql, limits)
+# --- the gold query alone -----------------------------------------------------------------
 
 
 def _gold_alone(path: str, sql: str, limits: Limits, memory_mb: int) -> list[str] | None:
@@ -516,11 +282,12 @@ class SqlMatch(CheckReward):
     RECURSIVE`` that never ends), at most `max_rows` rows and `max_result_mb` of them. One that
     fails, is refused, runs past `timeout` or returns too much scores 0, the reason giving
     SQLite's error. A gold query that does any of these is a Failure (``not_applicable``),
-    never a 0. It runs in a worker process by default, killed at its deadline
-    (``2 * timeout + 5`` s), with SQLite's heap capped at `memory_mb`: some SQLite functions
-    spin in C where the `timeout` check cannot reach. A check stopped there is the policy's
-    query past its limit (0, the reason), unless the gold query run alone does not give its
-    rows within its own limit (``not_applicable``).
+    never a 0. It runs in a worker process by default, with SQLite's heap capped at
+    `memory_mb`, where a query spinning in C inside one of SQLite's functions (where the
+    `timeout` check cannot reach) is stopped at `timeout` too, its worker retired; the worker
+    is killed at the reward's deadline (``2 * timeout + 5`` s). A check stopped there is the
+    policy's query past its limit (0, the reason), unless the gold query run alone does not
+    give its rows within its own limit (``not_applicable``).
 
     Attributes:
         order: ``ignore`` (BIRD: the rows as sets; order and duplicates do not count) or
@@ -636,8 +403,8 @@ class SqlMatch(CheckReward):
         return ()
 
     def default_deadline(self) -> float | None:
-        """Both queries' ``timeout`` and a margin: a query spinning in C inside one of SQLite's
-        functions, where ``timeout`` cannot reach, is stopped here."""
+        """Both queries' ``timeout`` and a margin: the backstop (in a worker each query is
+        stopped at its ``timeout``, spinning in C too: `referee.verifiers.sql`)."""
         return 2 * self.timeout + 5.0
 
     def limits(self) -> Limits:
@@ -655,7 +422,7 @@ class SqlMatch(CheckReward):
         gold_sql, path, given = self._task(rollout.reference)
         limits = self.limits()
         try:
-            db = _database(path, limits.heap_bytes is not None)
+            db = database(path, limits.heap_bytes is not None)
         except FileNotFoundError:
             raise NotApplicable(f"database {given!r} not found (looked for {path!r})") from None
         except (OSError, sqlite3.Error) as exc:
@@ -671,7 +438,7 @@ class SqlMatch(CheckReward):
                 f"({self.max_query_chars:,})",
             )
         try:
-            rows, _ = _rows(db, sql, limits)
+            rows, _ = db.rows(sql, limits)
         except QueryError as exc:
             return Score(value=0.0, reason=f"the query {clip_text(exc.message, 300)}")
         same, why = rows_match(rows, gold, self.order, self.rel_tol, self.abs_tol)
@@ -733,14 +500,14 @@ class SqlMatch(CheckReward):
         except VerifierTimeout:
             return ["timeout", f"ran past its limit: not done within {seconds:g}s"]
 
-    def _gold_rows(self, db: _Database, sql: str, limits: Limits) -> list[Row]:
+    def _gold_rows(self, db: Database, sql: str, limits: Limits) -> list[Row]:
         """The gold query's rows (cached by database state and query: a group shares one);
         a Failure, never a score, when it gives none."""
         key = (db.path, db.stamp, sql)
         gold = self._cache.get(key)
         if gold is None:
             try:
-                rows, size = _rows(db, sql, limits)
+                rows, size = db.rows(sql, limits)
                 gold = _Gold(rows, None, size)
             except QueryError as exc:
                 gold = _Gold(None, exc, 0)

@@ -46,6 +46,9 @@ The pool (`WorkerPool`, one per process, `pool()`):
   (docs/threat-model.md).
 - A worker dies with its parent (``PR_SET_PDEATHSIG``, through the zygote), and at the
   parent's exit.
+- **A worker that retires** (`retire`, from a check that left a thread it cannot stop:
+  SQLite spinning in C past a query's own limit) answers its rollout, then exits; the rest
+  of its chunk goes on in another worker, as after a kill.
 - **Calls.** `WorkerPool.call` runs one function (``fn(*args)``, answered as JSON) in a
   worker under a deadline: how ``verify_math`` keeps its deadline off the main thread. There
   is one mechanism for "a check that may spin in C", this one.
@@ -69,6 +72,7 @@ from referee.workers._common import (
     Scorable,
     check_run_in,
     in_worker,
+    retire,
 )
 from referee.workers._pool import WorkerPool
 from referee.workers._process import after_fork as _process_after_fork
@@ -85,6 +89,7 @@ __all__ = [
     "check_run_in",
     "in_worker",
     "pool",
+    "retire",
 ]
 
 _pool: WorkerPool | None = None

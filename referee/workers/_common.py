@@ -56,7 +56,7 @@ if os.getppid() != int(sys.argv[1]):
 """How a worker's or the zygote's ``python -c`` begins: it dies with the thread that started
 it, and ends at once where that was gone before it could say so."""
 
-_state = {"in_worker": False}
+_state = {"in_worker": False, "retire": False}
 
 
 def in_worker() -> bool:
@@ -67,6 +67,20 @@ def in_worker() -> bool:
 def mark_worker() -> None:
     """This process is a worker from now on (its loop calls it first)."""
     _state["in_worker"] = True
+
+
+def retire() -> None:
+    """This worker answers the rollout (or call) it is on, then exits, and the parent gives
+    what is left of its chunk to another: for a check that leaves behind a thread it cannot
+    stop (SQLite spinning in C past a query's limit), so that nothing burns CPU after its
+    verdict. Outside a worker it does nothing."""
+    if _state["in_worker"]:
+        _state["retire"] = True
+
+
+def retiring() -> bool:
+    """Whether this worker exits after its current answer (`retire`)."""
+    return _state["retire"]
 
 
 class Scorable(Protocol):

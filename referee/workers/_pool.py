@@ -162,7 +162,10 @@ class WorkerPool:
             if answer is None:
                 self._lost(worker)  # killed: it ignored its deadline (a spin in C)
                 raise VerifierTimeout(f"check did not finish within {seconds:g}s")
-            self._give_back(worker)
+            if isinstance(answer, dict) and answer.pop("retired", False) is True:
+                self._lost(worker)  # it answered, and exits (`retire`)
+            else:
+                self._give_back(worker)
             if not isinstance(answer, dict) or not ("value" in answer or "raised" in answer):
                 sent = str(answer)[:100]
                 raise RewardError(f"the worker process sent {sent!r} from {fn.__name__}")
@@ -334,7 +337,8 @@ class WorkerPool:
         out: list[Score],
     ) -> bool:
         """Score `todo` in `worker`, appending to `out`; True when it was killed at a deadline
-        (the timed-out rollout's Failure appended), False when it answered every rollout.
+        (the timed-out rollout's Failure appended) or retired after an answer (`retire`),
+        False when it answered every rollout and may be kept.
 
         Raises:
             _WorkerDied: It died, or answered nonsense, on the rollout at ``out[len(out)]``.
@@ -390,7 +394,10 @@ class WorkerPool:
                 return True
             if not isinstance(answer, dict) or "reward" not in answer:
                 raise _WorkerDied(f"it sent {str(answer)[:100]!r}, not a score")
+            retired = answer.pop("retired", False) is True
             out.append(_score_from(answer, reward.name))
+            if retired:
+                return True  # its last answer (`retire`): the rest goes to another worker
             start = now
         return False
 

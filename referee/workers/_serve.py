@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import pickle
 import sys
 from typing import Any
 
 from referee.scores import Score
-from referee.workers._common import HEADER, mark_worker, send
+from referee.workers._common import HEADER, mark_worker, retiring, send
 
 
 def prepare(reward: Any) -> None:
@@ -36,6 +37,7 @@ def serve(channel_in: Any, channel_out: Any) -> None:
         if "call" in message:
             fn, args = message["call"]
             answer(channel_out, _call(fn, args, message["deadline"]))
+            _retire_if_asked()
             continue
         key = message["key"]
         if "reward" in message:
@@ -61,12 +63,27 @@ def serve(channel_in: Any, channel_out: Any) -> None:
                 name = reward.name
                 score = reward.check_within(rollout, message["deadline"])
             try:
-                body = json.dumps(score.to_dict(), allow_nan=False)
+                body = json.dumps(_retired(score.to_dict()), allow_nan=False)
             except (TypeError, ValueError) as exc:
                 body = json.dumps(
-                    Score.failed("error", f"its score cannot be sent: {exc}", name).to_dict()
+                    _retired(
+                        Score.failed("error", f"its score cannot be sent: {exc}", name).to_dict()
+                    )
                 )
             answer(channel_out, body)
+            _retire_if_asked()
+
+
+def _retired(body: dict[str, Any]) -> dict[str, Any]:
+    """An answer, marked as this worker's last where it retires (`referee.workers.retire`)."""
+    return {**body, "retired": True} if retiring() else body
+
+
+def _retire_if_asked() -> None:
+    """Exit after the answer just sent, where a check asked (`referee.workers.retire`): a
+    thread it left (SQLite spinning in C) dies with the process."""
+    if retiring():
+        os._exit(0)
 
 
 def _call(fn: Any, args: tuple[Any, ...], deadline: float) -> str:
@@ -76,9 +93,9 @@ def _call(fn: Any, args: tuple[Any, ...], deadline: float) -> str:
 
     try:
         value = run(lambda _: fn(*args), None, deadline, getattr(fn, "__name__", "call"))
-        return json.dumps({"value": value}, allow_nan=False)
+        return json.dumps(_retired({"value": value}), allow_nan=False)
     except BaseException as exc:  # the parent re-raises it; the worker goes on
-        return json.dumps({"raised": type(exc).__name__, "message": str(exc)[:2000]})
+        return json.dumps(_retired({"raised": type(exc).__name__, "message": str(exc)[:2000]}))
 
 
 def answer(channel_out: Any, body: Any) -> None:

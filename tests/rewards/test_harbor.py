@@ -18,6 +18,7 @@ import pytest
 
 import referee
 from referee.rewards.harbor import HarborTask, parse_reward_json, parse_reward_text, read_task
+from referee.rewards.harbor.job import staging
 from referee.rollout import Rollout
 from referee.verifiers.containers import close_shared
 from tests.support.images import HARBOR_CALC as CALC
@@ -166,6 +167,9 @@ def test_reward_json_gives_the_value_and_components(reward: HarborTask) -> None:
 
 
 def test_tests_that_are_not_pytest(reward: HarborTask) -> None:
+    # its tests/ (test.sh and expected.txt) and the diff are written by the set-up itself
+    task = read_task(Path(reward.tasks_dir or "") / "shell-check")
+    assert staging("/tmp/referee-x", task, FIX.encode()).by_exec
     fixed, unchanged = referee.score(
         reward, [_rollout(FIX, "shell-check"), _rollout(None, "shell-check")]
     )
@@ -188,6 +192,8 @@ def test_a_diff_whose_errors_flood_the_output_still_does_not_apply(reward: Harbo
     # that; the rollout is still the policy's "does not apply" (0), never Failure("sandbox").
     hunks = "".join(f"--- a/{i}\n+++ b/{i}\n@@ -1 +1 @@\n-x\n+y\n" for i in range(24_000))
     assert len(hunks) <= reward.max_diff_bytes
+    task = read_task(Path(reward.tasks_dir or "") / "python-check")
+    assert not staging("/tmp/referee-x", task, hunks.encode()).by_exec  # copied in: too large
     score = referee.score(reward, [_rollout(hunks, "python-check")])[0]
     assert score.failure is None and score.value == 0.0, score
     assert score.components["diff_applied"] == 0.0
@@ -516,14 +522,14 @@ def test_a_reward_file_over_the_cap_is_a_failure(tasks: Path, docker_engine: str
 def test_the_set_up_is_read_when_the_engine_lost_the_first_output() -> None:
     # Docker can drop an exec's first output when its attach is late (moby/moby#27289): the
     # setup marker was lost, and a rollout whose diff applied was Failure("sandbox").
-    from referee.rewards.harbor import _setup_account
+    from referee.rewards.harbor.job import setup_account
 
     nonce = "ab" * 16
     whole = f"Checking patch calc.py...\n{nonce} setup 0\n\n{nonce} prepared 0 0\nTESTS".encode()
     lost = f"{nonce} prepared 0 0\nTESTS".encode()  # the start gone; its own newline stays
     for output in (whole, b"\n" + lost):
-        events, rest = _setup_account(output, nonce)
+        events, rest = setup_account(output, nonce)
         assert events == {"setup": 0, "prepared": 0}, output
         assert rest == b"TESTS"
-    events, _ = _setup_account(f"\n{nonce} setup 1\n\n{nonce} prepared 0 1\n".encode(), nonce)
+    events, _ = setup_account(f"\n{nonce} setup 1\n\n{nonce} prepared 0 1\n".encode(), nonce)
     assert events == {"setup": 1, "prepared": 0}

@@ -402,8 +402,8 @@ def test_a_patch_too_large_for_the_environment_is_copied_in(
     lines = [f"+line {i:06d} of a large file\n" for i in range(4000)]
     large = f"--- /dev/null\n+++ b/data.txt\n@@ -0,0 +1,{len(lines)} @@\n" + "".join(lines)
     row = instances["go"]
-    assert isinstance(images.stage_files(large.encode(), row["eval_script"]), list)
-    assert isinstance(images.stage_files(GO_FIX.encode(), row["eval_script"]), dict)
+    assert not images.stage_files(large.encode(), row["eval_script"], "/tmp/stage").by_exec
+    assert images.stage_files(GO_FIX.encode(), row["eval_script"], "/tmp/stage").by_exec
     score = referee.score(_reward(docker_engine), [_rollout(GO_FIX + large, row)])[0]
     assert score.value == 1.0, score
 

@@ -26,8 +26,8 @@ import referee
 from referee.cli import main
 from referee.reward import needs, reference_powers
 from referee.rewards import SqlMatch
-from referee.rewards import sql as sqlmod
-from referee.rewards.sql import Limits, QueryError, extract_sql, rows_match, run_query
+from referee.rewards.sql import Limits, extract_sql, rows_match
+from referee.verifiers import sql as runner
 from tests.support.hostile import HOSTILE, score_guarded
 from tests.support.rollouts import make
 
@@ -360,13 +360,13 @@ def test_the_gold_result_is_cached_per_database_state(
 ) -> None:
     path = build(tmp_path / "c.sqlite")
     ran: list[str] = []
-    real = sqlmod._rows
+    real = runner.Database.rows
 
-    def counting(db: Any, sql: str, limits: Limits) -> Any:
+    def counting(db: runner.Database, sql: str, limits: Limits) -> Any:
         ran.append(sql)
         return real(db, sql, limits)
 
-    monkeypatch.setattr(sqlmod, "_rows", counting)
+    monkeypatch.setattr(runner.Database, "rows", counting)
     reward = inline()
     ref = {"sql": "SELECT COUNT(*) FROM schools", "db": str(path)}
     group = [make(f"SELECT {n}", ref) for n in (6, 5, 6, 7)]  # a GRPO group, one gold
@@ -505,23 +505,44 @@ def test_the_process_path_gives_the_inline_path_number(db: Path) -> None:
 
 # One call of SQLite's printf repeats a character 2e9 times inside one step of its virtual
 # machine, where `timeout` is never checked (3.4 s a call, SQLite 3.40); six in one expression
-# are one step too: only a process kill stops them.
+# are one step too, and no interrupt reaches them: only a process's end stops them.
 SPIN = "SELECT " + " + ".join(["length(printf('%.*c', 2000000000, 'x'))"] * 6)
 
 
 @pytest.mark.slow
-def test_a_query_that_spins_in_c_scores_zero_and_a_gold_one_fails_naming_it(db: Path) -> None:
-    reward = referee.load({"type": "sql_match", "timeout": 0.5, "deadline": 1.5})
+def test_a_query_that_spins_in_c_is_stopped_at_its_timeout_not_the_deadline(db: Path) -> None:
+    reward = referee.load({"type": "sql_match", "timeout": 1})
+    assert reward.deadline_seconds == 7.0  # the backstop, where the worker is killed
     ref = {"sql": "SELECT name FROM schools WHERE city = 'Austin'", "db": str(db)}
     right = "SELECT DISTINCT name FROM schools WHERE city = 'Austin'"
     start = time.monotonic()
+    [spun] = referee.score(reward, [make(SPIN, ref)])
+    took = time.monotonic() - start
+    # Its own timeout, as a query the progress handler stops: not the deadline's kill (whose
+    # reason is "ran past its limit"), and well before the deadline (1.5 s here, unloaded).
+    assert (spun.value, spun.failure, spun.reason) == (0.0, None, "the query timed out after 1s")
+    assert took < 5.0, took
+    # In a batch: the worker retired after the verdict, the rest is scored in another.
+    scores = referee.score(reward, [make(q, ref) for q in (right, SPIN, right, "SELECT 42")])
+    assert [s.value for s in scores] == [1.0, 0.0, 1.0, 0.0]
+    # The gold query spinning is the reference's fault: a Failure naming it, never a 0.
+    [gold] = referee.score(reward, [make("SELECT 1", {"sql": SPIN, "db": str(db)})])
+    assert gold.value is None and gold.failure is not None, gold
+    assert gold.failure.type == "not_applicable", gold.failure
+    assert gold.failure.message == f"the gold query on {str(db)!r} timed out after 1s"
+
+
+@pytest.mark.slow
+def test_past_a_deadline_under_the_timeout_the_gold_query_alone_decides(db: Path) -> None:
+    # A deadline below `timeout` kills the worker first: the backstop, and its blame.
+    reward = referee.load({"type": "sql_match", "timeout": 1, "deadline": 0.4})
+    ref = {"sql": "SELECT name FROM schools WHERE city = 'Austin'", "db": str(db)}
+    right = "SELECT DISTINCT name FROM schools WHERE city = 'Austin'"
     spun, paid, wrong = referee.score(reward, [make(q, ref) for q in (SPIN, right, "SELECT 42")])
-    assert time.monotonic() - start < 10.0  # killed at the deadline, not after the spin
     # The policy's query past its limit is its verdict (a masked sample would pay it to spin).
     assert spun.failure is None and spun.value == 0.0, spun
     assert spun.reason is not None and spun.reason.startswith("the query ran past its limit")
     assert (paid.value, wrong.value) == (1.0, 0.0)  # the rest of the batch is scored
-    # The gold query spinning is the reference's fault: a Failure naming it, never a 0.
     [gold] = referee.score(reward, [make("SELECT 1", {"sql": SPIN, "db": str(db)})])
     assert gold.value is None and gold.failure is not None, gold
     assert gold.failure.type == "not_applicable", gold.failure
@@ -594,18 +615,7 @@ def test_extract_sql(text: str, sql: str) -> None:
     assert extract_sql(text) == sql
 
 
-def test_run_query_alone(db: Path) -> None:
-    limits = Limits(timeout=1.0, max_rows=10, max_bytes=1 << 20, max_value_bytes=1 << 20,
-                    max_sql_bytes=1 << 16, heap_bytes=None)  # fmt: skip
-    rows, size = run_query(str(db), "SELECT name FROM schools WHERE id < 3 ORDER BY id", limits)
-    assert rows == [("Oak",), ("Pine",)] and size > 0
-    with pytest.raises(QueryError) as caught:
-        run_query(str(db), "DELETE FROM schools", limits)
-    assert caught.value.kind == "refused"
-
-
 @pytest.fixture(autouse=True)
 def _no_leaked_connections() -> Iterator[None]:
     yield
-    opened = getattr(sqlmod._local, "open", {})
-    assert len(opened) <= sqlmod._CONNECTIONS
+    assert runner.open_connections() <= runner.CONNECTIONS

@@ -209,6 +209,52 @@ def test_a_worker_that_dies_costs_only_its_own_rollout() -> None:
     assert "exit status 3" in (scores[3].reason or "")
 
 
+@referee.reward(deadline=10)
+def retires(r: Rollout) -> Score:
+    """Its worker's pid; where the text says so, the worker retires after answering."""
+    if r.completion_text == "retire":
+        workers.retire()
+    return Score(value=1.0, reason=str(os.getpid()))
+
+
+def pid_retiring_at(flag: bool) -> int:
+    """This worker's pid (a `WorkerPool.call`), retiring it where `flag`."""
+    if flag:
+        workers.retire()
+    return os.getpid()
+
+
+def _gone(pid: int) -> bool:
+    """Whether `pid` has exited (reaped, or a zombie of the pool's)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def test_a_worker_that_retires_answers_then_exits_and_the_chunk_goes_on() -> None:
+    pool = workers.WorkerPool(1)  # one worker: the four rollouts are one chunk
+    try:
+        with no_hang():
+            scores = pool.score(retires, [rollout(t) for t in ("a", "retire", "b", "c")])
+            assert outcome(scores) == [1.0] * 4  # the rollout that retired it keeps its answer
+            first, last, after, _ = (int(s.reason or 0) for s in scores)
+            assert first == last != after  # the rest of the chunk: another worker
+            assert [int(s.reason or 0) for s in scores[2:]] == [after, after]
+            deadline = time.monotonic() + 5
+            while not _gone(first) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert _gone(first)
+            # A call too: its value comes back, and the next call meets a fresh worker.
+            retired = pool.call(pid_retiring_at, (True,), 5)
+            assert pool.call(pid_retiring_at, (False,), 5) not in (retired, first)
+    finally:
+        pool.close()
+    workers.retire()  # outside a worker: nothing
+    assert not workers._common.retiring()
+
+
 @referee.reward
 def chatty(r: Rollout) -> float:
     print("a reward that prints", r.completion_text)  # goes to stderr, not into the channel

@@ -47,7 +47,15 @@ from referee.rewards.patch import swebench
 from referee.rewards.patch._diff import diff_paths, strip_prefix, unsafe_name
 from referee.rollout import Rollout
 from referee.scores import Score
-from referee.verifiers.containers import ContainerLimits, ContainerPool, shared_pool
+from referee.verifiers.containers import (
+    SAY,
+    ContainerPool,
+    FileContent,
+    Marks,
+    Staging,
+    job_pool,
+    stage,
+)
 from referee.verifiers.testlog import APPLY_PATCH_FAIL, TESTS_TIMEOUT
 
 if TYPE_CHECKING:
@@ -61,6 +69,7 @@ __all__ = [
     "grade_in_image",
     "image_task",
     "in_image",
+    "job_script",
     "run_in_image",
     "score_image_run",
     "stage_files",
@@ -81,20 +90,14 @@ directory of an image that sets none."""
 
 _APPLY_SECONDS = 120.0  # saving, applying and restoring, on top of the tests' timeout
 _OUTPUT_SLACK = 1 << 20  # what the set-up may print before the log starts
-_INLINE_BYTES = 96 << 10  # the largest file passed in the environment (Linux: 128 KiB a string)
 
-# Run as root at the working directory ($1), in one exec with the tests. The protected entries'
-# `find` expression (FIND) is prepended. Every marker line is printed before any of the
-# repository's code runs; the tests' output follows the `tests` marker.
+# Run as root at the working directory ($1), in one exec with the tests: the protected
+# entries' `find` expression (FIND), `_HEAD`, the staging prelude that writes the job's files
+# to $stage (where they were not copied in), then `_SCRIPT` (`job_script`). Every marker line
+# is printed before any of the repository's code runs; the tests' output follows `tests`.
+_HEAD = 'work="$1"; stage="$2"; mark="$3"; mode="$4"\n' + SAY
+_STAGE_FAILED = 'say setup_error "cannot write to $stage"; exit 0'
 _SCRIPT = r"""
-work="$1"; stage="$2"; mark="$3"; mode="$4"
-say() { printf '\n%s %s\n' "$mark" "$*"; }
-if [ -n "${REFEREE_EVAL+x}" ]; then  # the files came in the environment, not copied in
-  mkdir -p "$stage" && printf %s "$REFEREE_DIFF" > "$stage/model.diff" \
-    && printf %s "$REFEREE_EVAL" > "$stage/eval.sh" && printf %s "$REFEREE_APPLY" > "$stage/apply" \
-    || { say setup_error "cannot write to $stage"; exit 0; }
-  unset REFEREE_DIFF REFEREE_EVAL REFEREE_APPLY
-fi
 cd "$work" 2>/dev/null || { say setup_error "the image has no working directory $work"; exit 0; }
 for tool in git find tar cmp; do
   command -v "$tool" >/dev/null 2>&1 || { say setup_error "the image has no $tool"; exit 0; }
@@ -335,18 +338,14 @@ def _pids(options: Any) -> int:
 def _pool(reward: PatchTests) -> ContainerPool:
     options = reward.sandbox
     docker = getattr(options, "backend", None) == "docker"
-    total = (getattr(options, "workers", None) if docker else None) or reward.concurrency
-    limits = ContainerLimits(
-        memory_bytes=reward.memory_mb << 20,
+    return job_pool(
+        getattr(options, "base_url", None) if docker else None,
+        concurrency=(getattr(options, "workers", None) if docker else None) or reward.concurrency,
+        per_image=reward.per_image,
+        warm=reward.warm,
+        memory_mb=reward.memory_mb,
         pids=_pids(options) if docker else 1024,
         runtime=getattr(options, "runtime", None) if docker else None,
-    )
-    return shared_pool(
-        getattr(options, "base_url", None) if docker else None,
-        warm=reward.warm,
-        per_image=min(reward.per_image or total, total),
-        total=total,
-        limits=limits,
     )
 
 
@@ -387,23 +386,28 @@ def _run(
     reward: PatchTests, pool: ContainerPool, image: str, workdir: str, task: ImageTask, diff: bytes
 ) -> PatchRun:
     nonce = secrets.token_hex(16)
-    stage = f"/tmp/referee-{secrets.token_hex(8)}"
-    find = find_expression(reward.protected, task.test_files)
-    script = f"FIND=({' '.join(map(shlex.quote, find))})\n{_SCRIPT}"
+    stage_dir = f"/tmp/referee-{secrets.token_hex(8)}"
     env = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     if reward.pytest_plugins:
         env["PYTEST_PLUGINS"] = ",".join(reward.pytest_plugins)
-    files = stage_files(diff, task.eval_script)
+    staged = stage_files(diff, task.eval_script, stage_dir)
+    script = job_script(find_expression(reward.protected, task.test_files), staged)
     with pool.lease(image) as box:
-        if isinstance(files, dict):
-            env.update(files)
-        else:
-            box.put({f"{stage}/{name}": data for name, data in files})
+        box.put(staged.upload)  # nothing, where the script writes them itself
         result = box.exec(
-            ["bash", "-c", script, "patch_tests", workdir, stage, nonce, reward.protected_edits],
+            [
+                "bash",
+                "-c",
+                script,
+                "patch_tests",
+                workdir,
+                stage_dir,
+                nonce,
+                reward.protected_edits,
+            ],
             timeout=_APPLY_SECONDS + reward.timeout,
             workdir=workdir,
-            env=env,
+            env={**env, **staged.env},
             user="0",
             output_bytes=swebench.MAX_LOG_CHARS + _OUTPUT_SLACK,
             then=(f"\n{nonce} tests\n".encode(), reward.timeout),
@@ -411,22 +415,23 @@ def _run(
     return _account(result.output, nonce, timed_out=result.timed_out, truncated=result.truncated)
 
 
-def stage_files(diff: bytes, script: str) -> dict[str, str] | list[tuple[str, bytes | str]]:
-    """The job's files: as environment variables for the script to write (saves a copy call,
-    ~0.1 s), where each is text small enough for one (no NUL, under `_INLINE_BYTES`); else as
-    files to copy in."""
+def stage_files(diff: bytes, script: str, stage_dir: str) -> Staging:
+    """The job's files (the patch, the eval script, the apply commands) in `stage_dir`:
+    written by the job's script from its environment where each is small text (saves a copy
+    call, ~0.1 s), else copied in (`referee.verifiers.containers.stage`)."""
     apply = "\n".join(APPLY_COMMANDS) + "\n"
-    try:
-        text = diff.decode("utf-8")
-    except UnicodeDecodeError:
-        text = ""
-    if (
-        text
-        and "\0" not in text + script
-        and max(len(diff), len(script.encode("utf-8", "replace"))) <= _INLINE_BYTES
-    ):
-        return {"REFEREE_DIFF": text, "REFEREE_EVAL": script, "REFEREE_APPLY": apply}
-    return [("model.diff", diff), ("eval.sh", script), ("apply", apply)]
+    files: dict[str, FileContent] = {
+        f"{stage_dir}/model.diff": diff,
+        f"{stage_dir}/eval.sh": script,
+        f"{stage_dir}/apply": apply,
+    }
+    return stage(files, on_error=_STAGE_FAILED)
+
+
+def job_script(find: Sequence[str], staged: Staging) -> str:
+    """The job's shell script: the protected entries' `find` expression, the staging prelude,
+    then saving, applying, comparing and the tests (see the module's docstring)."""
+    return f"FIND=({' '.join(map(shlex.quote, find))})\n{_HEAD}{staged.prelude}{_SCRIPT}"
 
 
 def _account(output: bytes, nonce: str, *, timed_out: bool, truncated: bool) -> PatchRun:
@@ -434,19 +439,19 @@ def _account(output: bytes, nonce: str, *, timed_out: bool, truncated: bool) -> 
     the tests' log after them."""
     from referee.rewards.patch.patch_tests import PatchRun  # (patch_tests dispatches here)
 
-    mark = f"\n{nonce} ".encode()
-    head, started, tests = output.partition(mark + b"tests\n")
+    marks = Marks(output, nonce)
+    tests_mark = marks.first("tests")
+    started = tests_mark is not None
+    end = len(output) if tests_mark is None else tests_mark.at
     events: dict[str, list[str]] = {}
     before = ""
-    for chunk in head.split(mark)[1:] if mark in head else ():
-        line = chunk.partition(b"\n")[0]
-        kind, _, value = line.decode("utf-8", "replace").partition(" ")
+    for kind, value in marks.every(end):
         events.setdefault(kind, []).append(value)
         if kind == "apply_failed":
+            failed = marks.first("apply_failed", end=end)
+            said = output[: failed.at if failed else end].rsplit(marks.mark, 1)[-1]
+            before = said.decode("utf-8", "replace").strip()
             break
-    if events.get("apply_failed") is not None:
-        said = head.split(mark + b"apply_failed")[0].rsplit(mark, 1)[-1]
-        before = said.decode("utf-8", "replace").strip()
     if "setup_error" in events:
         raise SandboxFailure(f"patch_tests: {events['setup_error'][0]}")
     command = events["applied"][0] if events.get("applied") else None
@@ -464,7 +469,7 @@ def _account(output: bytes, nonce: str, *, timed_out: bool, truncated: bool) -> 
             return PatchRun("timeout", note="timed out applying the patch")
         tail = output.decode("utf-8", "replace").strip()[-300:]
         raise SandboxFailure(f"patch_tests could not set up the tests in the image: {tail}")
-    text = tests.decode("utf-8", "replace")
+    text = output[tests_mark.after :].decode("utf-8", "replace") if tests_mark else ""
     if timed_out:
         return PatchRun(
             "timeout",
