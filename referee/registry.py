@@ -42,7 +42,7 @@ BUILTIN: Final[Mapping[str, str]] = MappingProxyType({
     "format": "referee.rewards.text.matching:Format",
     "function_tests": "referee.rewards.code.functions:FunctionTests",
     "group_rank": "referee.rewards.judged.group_rank:GroupRank",
-    "harbor_task": "referee.rewards.harbor:HarborTask",
+    "harbor_task": "referee.rewards.harbor.harbor_task:HarborTask",
     "instruction_following": "referee.rewards.text.instruction_following:InstructionFollowing",
     "io_tests": "referee.rewards.code.unit_tests:IoTests",
     "json_schema": "referee.rewards.structured.json:JsonSchema",

@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import yaml
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from referee._yaml import safe_load
 from referee.compose import (
@@ -71,6 +71,8 @@ from referee.deadline import check_timeout
 from referee.errors import SpecError
 from referee.registry import lookup, registered_types
 from referee.reward import CheckReward, Reward, RewardBase, is_sync
+from referee.spec._locations import is_union_tag
+from referee.spec._locations import more as more_errors
 from referee.spec.model import COMBINE_KEYS as _COMBINE_KEYS
 from referee.spec.model import COMPONENT_KEYS as _COMPONENT_KEYS
 from referee.spec.model import MODES as _MODES
@@ -160,16 +162,6 @@ def _reward_options(cls: type[Any]) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls) if hints.get(f.name) in _REWARD_TYPES)
 
 
-_UNION_TAG_PREFIXES = (
-    "literal[",
-    "function-",
-    "union[",
-    "tagged-union[",
-    "is-instance[",
-    "nullable[",
-)
-
-
 def _client_options(allowed: Sequence[str]) -> frozenset[str]:
     """The judge client's options a type takes flat beside its own: those of `JudgeClient`
     where it has a ``client`` option (a judge), else none. Only a judge imports the judges."""
@@ -178,21 +170,6 @@ def _client_options(allowed: Sequence[str]) -> frozenset[str]:
     from referee.judges.options import CLIENT_OPTIONS
 
     return CLIENT_OPTIONS
-
-
-def _model_names(cls: type[BaseModel] = BaseModel) -> set[str]:
-    names = set()
-    for sub in cls.__subclasses__():
-        names.add(sub.__name__)
-        names |= _model_names(sub)
-    return names
-
-
-def _is_union_tag(part: str | int) -> bool:
-    """Whether a pydantic error location part names a union member rather than a key."""
-    if not isinstance(part, str):
-        return False
-    return part.startswith(_UNION_TAG_PREFIXES) or (part[:1].isupper() and part in _model_names())
 
 
 class _Loader:
@@ -347,8 +324,8 @@ class _Loader:
     ) -> SpecError:  # the first error in full; the others, named, in `_more`
         errors = exc.errors()
         first = errors[0]
-        loc = tuple(p for p in first["loc"] if not _is_union_tag(p))
-        more = _more(errors[1:], path)
+        loc = tuple(p for p in first["loc"] if not is_union_tag(p))
+        more = more_errors(errors[1:], path)
         if first["type"] == "spec_option":
             # A type's own message and fix, at the key it names (python's function, options)
             ctx = first.get("ctx") or {}
@@ -593,22 +570,3 @@ class _Loader:
             )
         except ValueError as exc:
             raise self.error(str(exc), (*path, "clip"), found=data.get("clip")) from None
-
-
-def _more(errors: Sequence[Any], path: Path_, shown: int = 3) -> str:
-    """The errors after the first, named (where and what), so a second typo is not hidden
-    behind "(and 1 more)"; past `shown`, counted."""
-    if not errors:
-        return ""
-    named = []
-    for error in errors[:shown]:
-        loc = [str(p) for p in (*path, *error["loc"]) if not _is_union_tag(p)]
-        what = str(error["msg"])
-        if error["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
-            what = "unknown option"
-        elif error["type"] == "missing":
-            what = "missing"
-        named.append(f"{'.'.join(loc) or '(top)'}: {what}")
-    rest = len(errors) - len(named)
-    tail = f"; and {rest} more" if rest else ""
-    return f" (also {'; '.join(named)}{tail})"
