@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 
 from referee.report.compare import Compared, Comparison
-from referee.report.html import STYLE, bar_chart, scatter
+from referee.report.html import STYLE, _card, _fmt, _pct, bar_chart, scatter
 from referee.report.stats import histogram
 
 __all__ = ["render_comparison_html"]
@@ -19,18 +19,6 @@ td.reason, td.text { max-width: 360px; white-space: pre-wrap; word-break: break-
 td.text { font-family: ui-monospace, monospace; font-size: 12px; }
 .down { color: #a33; } .up { color: #2a7a3a; }
 """
-
-
-def _fmt(value: float | None, digits: int = 4) -> str:
-    return "-" if value is None else f"{value:.{digits}g}"
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.1f}%"
-
-
-def _card(title: str, value: str) -> str:
-    return f'<div class="card">{escape(title)}<b>{value}</b></div>'
 
 
 def render_comparison_html(
