@@ -24,6 +24,7 @@ from __future__ import annotations
 import copyreg
 import importlib
 import sys
+import threading
 import types
 
 TYPE_CHECKING = False  # `typing.TYPE_CHECKING` without importing typing (type checkers know it)
@@ -31,7 +32,24 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any
 
-__all__ = ["exports"]
+__all__ = ["exports", "import_module"]
+
+_IMPORTS = threading.RLock()
+
+
+def import_module(name: str) -> types.ModuleType:
+    """`importlib.import_module`, one lazy import at a time in the process.
+
+    Two threads that each import a module on first use (two servers of one process loading
+    their specs) can otherwise meet inside an import cycle of referee's package ``__init__``
+    modules, and one gets the other's half-initialised module ("cannot import name ... from
+    partially initialized module"). A module already imported is returned without the lock.
+    """
+    module = sys.modules.get(name)
+    if module is not None and not getattr(module.__spec__, "_initializing", False):
+        return module
+    with _IMPORTS:
+        return importlib.import_module(name)
 
 
 def exports(
@@ -54,13 +72,13 @@ def exports(
     def __getattr__(name: str) -> Any:
         module = where.get(name)
         if module is not None:
-            value = getattr(importlib.import_module(module), name)
+            value = getattr(import_module(module), name)
             namespace[name] = value
             return value
         if not name.startswith("__"):
             submodule = f"{package}.{name}"
             try:
-                return importlib.import_module(submodule)
+                return import_module(submodule)
             except ModuleNotFoundError as exc:
                 if exc.name != submodule:
                     raise  # the submodule is there and needs something missing: say so

@@ -19,12 +19,13 @@ reported with its key path.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+from referee._lazy import import_module
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -132,7 +133,7 @@ def lookup(name: str) -> type[Any] | None:
     loading plugins on first miss; None if unknown."""
     cls = _types.get(name)
     if cls is None and name in BUILTIN:
-        importlib.import_module(BUILTIN[name].partition(":")[0])  # it registers as it runs
+        import_module(BUILTIN[name].partition(":")[0])  # it registers as it runs
         cls = _types.get(name)
     if cls is None:
         _load_plugins()

@@ -173,3 +173,34 @@ def test_two_classes_under_one_name_are_refused() -> None:
 def test_an_unknown_name_is_none() -> None:
     assert lookup("no_such_type") is None
     assert "no_such_type" not in registered_types()
+
+
+_RACE = """
+import threading
+from referee.registry import BUILTIN, lookup
+names = sorted(BUILTIN)
+barrier = threading.Barrier(len(names))
+errors = []
+def load(name):
+    barrier.wait()
+    try:
+        if lookup(name) is None:
+            errors.append(f"{name}: not found")
+    except Exception as exc:
+        errors.append(f"{name}: {type(exc).__name__}: {exc}")
+threads = [threading.Thread(target=load, args=(n,)) for n in names]
+for t in threads: t.start()
+for t in threads: t.join()
+print("\\n".join(errors))
+"""
+
+
+def test_types_looked_up_from_many_threads_at_once_all_import() -> None:
+    """Every built-in type asked for at once, one thread each, in a fresh interpreter (the
+    conformance matrix serves many specs from one process): before the import lock, some got
+    a half-initialised module ("deadlock detected by _ModuleLock", "cannot import name ...
+    from partially initialized module") on nearly every run."""
+    for _ in range(3):
+        done = subprocess.run([sys.executable, "-c", _RACE], capture_output=True, text=True,
+                              timeout=300, check=True)  # fmt: skip
+        assert done.stdout.strip() == "", done.stdout

@@ -19,6 +19,13 @@ __all__ = ["COMMANDS", "main"]
 # docstring, as click shortens it (tests/cli/test_lazy.py checks that they agree), kept here so
 # that listing the commands imports none.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "audit-judge": (
+        "referee.cli.audit_judge:audit_judge",
+        "Audit a judge on ROLLOUTS: position bias and flips under swap, preference for longer "
+        "answers and for lists, injection resistance, consistency across seeds, and agreement "
+        "with human labels where the rows carry them; exit 1 when a gate (--max-*, --min-*) "
+        "fails.",
+    ),
     "check": (
         "referee.cli.check:check",
         "Load each SPEC and show what it builds: the reward tree (types, weights, where each "

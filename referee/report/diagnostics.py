@@ -69,6 +69,7 @@ __all__ = [
     "SUBSET_KEYS",
     "PassKOptions",
     "ReportRow",
+    "agreement_of",
     "build_report",
     "join_rows",
     "label_value",
@@ -243,10 +244,10 @@ def _component_lengths(rows: Sequence[ReportRow]) -> dict[str, ComponentLength]:
 
 def _agreement(rows: Sequence[ReportRow], label: str, threshold: float) -> Agreement | None:
     pairs = [(r.value, r.label) for r in rows if r.label is not None and r.value is not None]
-    return _agreement_of(pairs, label, threshold)
+    return agreement_of(pairs, label, threshold)
 
 
-def _agreement_of(
+def agreement_of(
     pairs: Sequence[tuple[float, float]], label: str, threshold: float
 ) -> Agreement | None:
     """Agreement of (value, label) pairs with the labels; None under 3 pairs."""
@@ -397,7 +398,7 @@ def build_report(
         named = label
 
         def agree(pairs: Sequence[tuple[float, float]]) -> Agreement | None:
-            return _agreement_of(pairs, named, threshold)
+            return agreement_of(pairs, named, threshold)
 
     totals = [r.value for r in kept if r.value is not None]
     components = {}

@@ -83,17 +83,24 @@ from referee.spec.model import REWARD_TYPES as _REWARD_TYPES
 from referee.spec.model import TRANSFORM_KEYS as _TRANSFORM_KEYS
 from referee.workers import RUN_IN, RunIn
 
-__all__ = ["load"]
+__all__ = ["load", "read_spec"]
 
 
 Path_ = tuple[str | int, ...]
 
 
-def load(spec: str | os.PathLike[str] | Mapping[str, Any]) -> Reward:
+def load(
+    spec: str | os.PathLike[str] | Mapping[str, Any],
+    *,
+    edit: typing.Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
+) -> Reward:
     """Build the reward a spec describes.
 
     Args:
         spec: A path to a YAML or JSON spec file, or the spec as a mapping.
+        edit: Applied to the spec's mapping before it is built (a file's paths still resolve
+            against its folder, and its errors still name it): how `referee audit-judge`
+            asks a judge again with other seeds.
 
     Raises:
         SpecError: The spec is invalid; the message names the file, key path, what was
@@ -106,8 +113,21 @@ def load(spec: str | os.PathLike[str] | Mapping[str, Any]) -> Reward:
         ```
     """
     if isinstance(spec, Mapping):
-        return _Loader("<mapping>", Path.cwd()).reward(spec, (), "reward")
+        data = edit(spec) if edit is not None else spec
+        return _Loader("<mapping>", Path.cwd()).reward(data, (), "reward")
     path = Path(spec)
+    data, text = read_spec(path)
+    if edit is not None:
+        data = edit(data)
+    return _Loader(str(path), path.resolve().parent, text).reward(data, (), path.stem)
+
+
+def read_spec(path: Path) -> tuple[Mapping[str, Any], str]:
+    """A spec file's mapping and its text, as `load` reads them.
+
+    Raises:
+        SpecError: The file cannot be read, is not YAML, or is not a mapping.
+    """
     source = str(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -128,7 +148,7 @@ def load(spec: str | os.PathLike[str] | Mapping[str, Any]) -> Reward:
             found=data,
             expected="keys such as 'type' or 'combine' and 'components'",
         )
-    return _Loader(source, path.resolve().parent, text).reward(data, (), path.stem)
+    return data, text
 
 
 def _is_finite(value: float) -> bool:

@@ -282,7 +282,7 @@ def _meanings(cls: type[Any]) -> dict[str, str]:
     judge's flat client options) the client's."""
     out: dict[str, str] = {}
     bases = list(cls.__mro__)
-    if issubclass(cls, JudgeOptions):
+    if _takes_client_flat(cls):
         bases.append(JudgeClient)
     for base in bases:
         for key, text in _attributes(base).items():
@@ -330,9 +330,15 @@ def _own_field(cls: type[Any], key: str) -> bool:
     return any(f.name == key and f.init for f in dataclasses.fields(cls))
 
 
+def _takes_client_flat(cls: type[Any]) -> bool:
+    """Whether a spec may write `cls`'s client options flat: a judge's, and a type's that says
+    so (``client_flat``: `openai_grader`, whose graders name their own models)."""
+    return issubclass(cls, JudgeOptions) or bool(getattr(cls, "client_flat", False))
+
+
 def _client_option(cls: type[Any], key: str) -> bool:
     """A judge's client option written flat (a judge's ``timeout`` is its client's)."""
-    return issubclass(cls, JudgeOptions) and key in CLIENT_OPTIONS
+    return _takes_client_flat(cls) and key in CLIENT_OPTIONS
 
 
 def _order(cls: type[Any], key: str) -> tuple[int, int]:

@@ -13,21 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import itertools
 import math
-import re
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import referee
-from referee import Rollout
 from referee.backends import verl as rv
 from referee.backends.trl import reward_funcs
 from tests.support.hostile import HOSTILE, guarded
 from tests.support.serving import post, running
+from tests.support.spinning import c_spins, loops
 
 INPUTS = {
     label: HOSTILE[label]
@@ -50,29 +47,6 @@ INPUTS = {
     "a C extension's loop": "spin in C",
 }
 C_SPINS = ("stdlib backtracking", "a tower of powers", "a sleep", "a C extension's loop")
-
-
-@referee.reward(deadline=0.5)
-def loops(rollout: Rollout) -> float:
-    """A user's check that never returns on the completion "loop"."""
-    while rollout.completion_text == "loop":
-        pass
-    return 1.0
-
-
-@referee.reward(deadline=0.5)
-def c_spins(rollout: Rollout) -> float:
-    """A user's check that spins in C, holding the interpreter lock, on four inputs."""
-    text = rollout.completion_text
-    if text.endswith("!"):
-        re.match(r"^(a+)+$", text)
-    elif text == "9**9**9**9":
-        eval(text, {"__builtins__": None}, {})  # a countdown reward's check, as recipes write it
-    elif text == "sleep":
-        time.sleep(60)
-    elif text == "spin in C":
-        sum(itertools.repeat(1, 10**13))
-    return 1.0
 
 
 REWARDS: dict[str, referee.Reward] = {

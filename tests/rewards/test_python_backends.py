@@ -197,7 +197,9 @@ def test_no_entry_point_turns_a_failure_into_a_value(spec_path: Path, tmp_path: 
         [sys.executable, "-m", "referee.cli", "score", str(rows), "--spec", str(failing), "-q"],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
+    # every row failed: the rows are written, and the exit status and stderr say so
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "every row failed (1)" in done.stderr and "no_score" in done.stderr, done.stderr
     row = json.loads(done.stdout)
     assert row["reward"] is None and row["failure"]["type"] == "no_score"
     assert "match" in row["failure"]["message"]

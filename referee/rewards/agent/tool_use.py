@@ -89,7 +89,9 @@ class ToolUse(CheckReward):
     when the result is an error (text starting with one of `error_markers`, or a JSON object
     with an ``error``). A call identical to an earlier one (same name and arguments) loses
     `repeat_penalty`. A turn's value is the mean of its calls' (a turn without calls, such as
-    the final answer, earns 1); turns past `max_steps` earn `over_budget`. The per-turn values
+    the final answer, earns 1); turns past `max_steps` earn `over_budget`. A trajectory that
+    makes no call at all earns `no_calls` on every turn: a task given tools is not paid for
+    leaving them unused, unless `no_calls` says so. The per-turn values
     are `Score.steps`; they fold into the total by `fold` (with `gamma` for discounted).
 
     The completion is a trajectory (assistant turns with their tool calls, and the tools'
@@ -111,6 +113,10 @@ class ToolUse(CheckReward):
         max_steps: The step budget: the first `max_steps` assistant turns are valued as
             above, and each turn after them earns `over_budget`. None: no budget.
         over_budget: The value of each turn past `max_steps`.
+        no_calls: The value of each turn of a trajectory that makes no tool call. 0.0: an
+            answer guessed without the tools earns nothing here (the other components
+            judge the answer). 1.0: tools are optional, and a trajectory without calls earns
+            full marks (the value before this option existed).
         error_markers: A tool result that starts with one of these (case ignored) is an
             error, as is a JSON object with a truthy ``error``.
         fold: How the per-turn values make the total: ``mean``, ``sum``, ``last``, ``min``,
@@ -174,6 +180,11 @@ class ToolUse(CheckReward):
             - {role: tool, tool_call_id: c3, content: "unknown tool"}
             - {role: assistant, content: "I could not find out."}
           value: 0.3125
+        - prompt: What is the weather in Paris, and what time is it there?
+          metadata: *tools
+          completion:
+            - {role: assistant, content: "Probably sunny, and about two in the afternoon."}
+          value: 0.0
         ```
     """
 
@@ -186,6 +197,7 @@ class ToolUse(CheckReward):
     repeat_penalty: float = 0.5
     max_steps: int | None = None
     over_budget: float = 0.0
+    no_calls: float = 0.0
     error_markers: list[str] = field(default_factory=lambda: ["error", "exception", "traceback"])
     fold: Fold = "mean"
     gamma: float = 1.0
@@ -255,9 +267,18 @@ class ToolUse(CheckReward):
                 "tool_use needs the tool definitions: metadata.tools on the rollout, or tools "
                 "in the spec"
             )
+        n_calls = len(traj.calls)
+        if n_calls == 0:
+            steps = [self.no_calls] * len(traj.steps)
+            return Score(
+                value=fold_steps(steps, self.fold, self.gamma),
+                steps=tuple(steps),
+                components={"calls": 0.0, "steps": float(len(steps))},
+                reason="no tool calls",
+            )
         seen: dict[Any, list[Any]] = {}
         notes: list[str] = []
-        steps: list[float] = []
+        steps = []
         value_of = self._call_value
         for step in traj.steps:
             if self.max_steps is not None and step.index >= self.max_steps:
@@ -273,7 +294,6 @@ class ToolUse(CheckReward):
             else:
                 values = [value_of(c, schemas, seen, notes) for c in calls]
                 steps.append(sum(values) / len(values))
-        n_calls = len(traj.calls)
         return Score(
             value=fold_steps(steps, self.fold, self.gamma),
             steps=tuple(steps),

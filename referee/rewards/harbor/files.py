@@ -6,6 +6,8 @@ import json
 import math
 from dataclasses import dataclass
 
+from referee.errors import RewardError
+
 __all__ = [
     "REWARD_JSON",
     "REWARD_TXT",
@@ -30,12 +32,13 @@ class RewardFile:
     source: str
 
 
-class BadRewardFile(Exception):
+class BadRewardFile(RewardError):
     """A reward file that cannot be read as Harbor reads it: `kind` is the Failure's type."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
+        self.failure_type = kind
 
 
 def parse_reward_json(data: bytes, reward_key: str = "reward") -> RewardFile:

@@ -70,6 +70,18 @@ def test_tool_use_without_definitions_is_not_applicable() -> None:
     assert s.value is None and s.failure is not None and s.failure.type == "not_applicable"
 
 
+def test_a_trajectory_without_calls_earns_no_calls() -> None:
+    """A guess that leaves the tools unused is not paid as if every call were well formed
+    (the agent demo paid "guessed, no tools" more than "tool error, wrong answer")."""
+    guess = agent({"role": "assistant", "content": "Probably sunny."})
+    [s] = referee.score(referee.load({"type": "tool_use"}), [guess])
+    assert (s.value, s.steps, s.reason) == (0.0, (0.0,), "no tool calls")
+    assert s.components == {"calls": 0.0, "steps": 1.0}
+    optional = referee.load({"type": "tool_use", "no_calls": 1.0})  # tools optional: as before
+    [t] = referee.score(optional, [guess])
+    assert t.value == 1.0 and t.steps == (1.0,)
+
+
 def test_combinations_keep_steps_aligned() -> None:
     a, b = stepped(1.0, 0.0, 1.0, name="a"), stepped(0.5, 0.5, 0.0, name="b")
     rollout = [Rollout(completion="x")]
