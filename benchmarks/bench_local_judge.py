@@ -20,7 +20,8 @@ from pathlib import Path
 
 import referee
 from referee.cli.audit_judge import reseed
-from referee.report.audit import AuditOptions, measure_rows, run_audit
+from referee.report.audit import AuditOptions, run_audit
+from referee.report.audit_html import measure_rows
 
 FACTS = [
     ("What is the capital of France?", "Paris", "Lyon"),

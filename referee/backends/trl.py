@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -56,6 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from referee._aio import run_sync
 from referee.backends.contract import Bridge, Outlet, resolve
 from referee.errors import MissingInput, RolloutError
 from referee.reward import Need, Reward, needs, needs_groups, top_components
@@ -63,7 +65,13 @@ from referee.rollout import Rollout
 from referee.rollouts.needs import REFERENCE_GUESSES, describe_missing, guess_column
 from referee.scores import Score
 
-__all__ = ["RewardFuncs", "TRLRewardFunction", "reward_funcs"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from referee.monitor import Monitor
+
+__all__ = ["MonitorCallback", "RewardFuncs", "TRLRewardFunction", "reward_funcs"]
+
+logger = logging.getLogger("referee.backends.trl")
 
 # Keyword arguments TRL passes that are not dataset columns.
 _TRL_KWARGS = frozenset(
@@ -112,7 +120,9 @@ class _Scorer:
     token_ids: bool = False
     log_metrics: bool = True
     concurrency: int | None = None
+    monitor: Monitor | None = None
     _last: tuple[Any, Any] | None = field(default=None, init=False, repr=False)
+    _rollouts: list[Rollout] | None = field(default=None, init=False, repr=False)
     _warned: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -265,7 +275,8 @@ class _Scorer:
         if self._last is not None and self._last[0] is completions:
             result: list[Score] = self._last[1]
             return result
-        scores = self._score_all(build())
+        self._rollouts = build()
+        scores = self._score_all(self._rollouts)
         self._last = (completions, scores)
         return scores
 
@@ -278,7 +289,7 @@ class _Scorer:
         future: asyncio.Future[list[Score]] = asyncio.get_running_loop().create_future()
         self._last = (completions, future)
         try:
-            rollouts = build()
+            rollouts = self._rollouts = build()
             if self._distributed() is not None:
                 scores = await asyncio.to_thread(self._score_all, rollouts)
             else:
@@ -289,6 +300,22 @@ class _Scorer:
             raise
         future.set_result(scores)
         return scores
+
+    # --- the monitor ------------------------------------------------------------------------
+
+    async def watch(self, scores: list[Score], kwargs: Mapping[str, Any]) -> None:
+        """Give the batch to the monitor, at the trainer's step, and log its figures through
+        TRL's ``log_metric`` (``referee/monitor/...``)."""
+        if self.monitor is None or self._rollouts is None:
+            return
+        state = kwargs.get("trainer_state")
+        step = getattr(state, "global_step", None)
+        step = int(step) if step is not None else len(self.monitor.history)
+        await self.monitor.observe(step, self._rollouts, scores)
+        log_metric = kwargs.get("log_metric")
+        if log_metric is not None:
+            for key, value in self.monitor.metrics("referee/monitor/").items():
+                log_metric(key, value)
 
     # --- logging ----------------------------------------------------------------------------
 
@@ -378,7 +405,10 @@ class _SyncFunction(TRLRewardFunction):
         **kwargs: Any,
     ) -> list[float | None]:
         build = self._build(prompts, completions, completion_ids, kwargs)
-        return self._values(self._scorer.score(completions, build), kwargs)
+        scores = self._scorer.score(completions, build)
+        if self._primary and self._scorer.monitor is not None:
+            run_sync(self._scorer.watch(scores, kwargs))
+        return self._values(scores, kwargs)
 
 
 class _AsyncFunction(TRLRewardFunction):
@@ -390,7 +420,10 @@ class _AsyncFunction(TRLRewardFunction):
         **kwargs: Any,
     ) -> list[float | None]:
         build = self._build(prompts, completions, completion_ids, kwargs)
-        return self._values(await self._scorer.score_async(completions, build), kwargs)
+        scores = await self._scorer.score_async(completions, build)
+        if self._primary:
+            await self._scorer.watch(scores, kwargs)
+        return self._values(scores, kwargs)
 
 
 def reward_funcs(
@@ -403,6 +436,7 @@ def reward_funcs(
     token_ids: bool = False,
     log_metrics: bool = True,
     concurrency: int | None = None,
+    monitor: Monitor | None = None,
 ) -> RewardFuncs:
     """TRL reward functions for a referee reward or spec.
 
@@ -420,6 +454,9 @@ def reward_funcs(
         token_ids: Also copy the completion's token ids into ``metadata.completion_ids``.
         log_metrics: Log components and failures through TRL's ``log_metric``.
         concurrency: How many rollouts an async reward scores at once.
+        monitor: A `referee.monitor.Monitor` given every batch at the trainer's step; its
+            figures are logged as ``referee/monitor/...``. Pass `MonitorCallback` of it to
+            the trainer's ``callbacks`` so that a ``stop`` rule stops the run.
 
     Returns:
         A list of reward functions, async where the reward waits on something (judges,
@@ -437,6 +474,7 @@ def reward_funcs(
         token_ids=token_ids,
         log_metrics=log_metrics,
         concurrency=concurrency,
+        monitor=monitor,
     )
     cls = _SyncFunction if scorer.sync else _AsyncFunction
     funcs = RewardFuncs()
@@ -449,3 +487,34 @@ def reward_funcs(
         funcs.append(cls(scorer, reward.name, component=None, primary=True))
         funcs.weights = [1.0]
     return funcs
+
+
+def MonitorCallback(monitor: Monitor) -> Any:
+    """A ``transformers.TrainerCallback`` that stops the run where `monitor` fired a ``stop``
+    rule: at the end of that step it asks the trainer to save a checkpoint and stop, and logs
+    which rule fired at which step. Give `monitor` to `reward_funcs` too (``monitor=``)::
+
+        monitor = Monitor(gold=referee.load("strict.yaml"))
+        trainer = GRPOTrainer(..., reward_funcs=reward_funcs("loose.yaml", monitor=monitor),
+                              callbacks=[MonitorCallback(monitor)])
+    """
+    from transformers import TrainerCallback
+
+    class _MonitorCallback(TrainerCallback):  # type: ignore[misc,unused-ignore]
+        def __init__(self) -> None:
+            self.monitor = monitor
+            self.stopped_at: int | None = None
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+            alarm = self.monitor.stopped
+            if alarm is not None and self.stopped_at is None:
+                self.stopped_at = int(state.global_step)
+                control.should_save = True
+                control.should_training_stop = True
+                logger.warning(
+                    "referee monitor: stopping at step %d: %s (rule %s, step %d)",
+                    state.global_step, alarm.message, alarm.rule, alarm.step,
+                )  # fmt: skip
+            return control
+
+    return _MonitorCallback()

@@ -77,6 +77,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Serve a reward over HTTP: /score, /get_reward (OpenRLHF), NeMo Gym's /verify, the "
         "Open Reward Standard (with --tasks) and /health.",
     ),
+    "watch": (
+        "referee.cli.watch:watch",
+        "Replay the training monitor over LOG's rollouts in step order (metadata.step): each "
+        "step's reward, spread, zero-variance groups, length correlation, failures and the "
+        "proxy-gold gap; where each rule fired.",
+    ),
     "types": (
         "referee.cli.types:types_",
         "List the reward types a spec can use (built-in and plugins); with NAME, that type's "

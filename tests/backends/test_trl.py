@@ -253,7 +253,7 @@ Batch = tuple[list[Any], list[Any]]
 
 
 def train_two_steps(
-    tmp_path: Path, funcs: list[Any], weights: list[float]
+    tmp_path: Path, funcs: list[Any], weights: list[float], callbacks: list[Any] | None = None
 ) -> tuple[list[dict[str, Any]], list[Batch]]:
     """Two real GRPOTrainer steps on the tiny model with `funcs` as its reward functions: the
     log of each step, and the batch (prompts, completions) each step scored."""
@@ -289,6 +289,7 @@ def train_two_steps(
         args=args,
         reward_funcs=[*funcs, recorder],
         train_dataset=dataset,
+        callbacks=callbacks,
     )
     trainer.train()
     return trainer.state.log_history, batches
@@ -393,3 +394,22 @@ def test_dense_rewards_reach_trl_folded_and_their_steps_are_logged() -> None:
     assert log.metrics["referee/steps/mean"] == [0.5]
     assert log.metrics["referee/steps/per_completion"] == [3.0]
     assert log.extra["referee_steps"] == [[1.0, 0.0, 0.5]]
+
+
+def test_the_monitor_logs_through_trl_and_a_stop_rule_stops_the_run(tmp_path: Path) -> None:
+    """Two GRPO steps asked for; the monitor's figures land in TRL's own log, and a stop rule
+    that fires at the first step ends the run there, with a checkpoint saved."""
+    from referee.backends.trl import MonitorCallback
+    from referee.monitor import Monitor, Rule, Rules
+
+    rules = Rules(gap=Rule(bound=-10.0, steps=1, action="stop"))  # fires at the first step
+    monitor = Monitor(gold=referee.load({"type": "contains", "value": "e"}), rules=rules)
+    funcs = reward_funcs(size, monitor=monitor)
+    log_history, batches = train_two_steps(tmp_path, funcs, funcs.weights,
+                                           callbacks=[MonitorCallback(monitor)])  # fmt: skip
+    assert len(batches) == 1 and len(monitor.history) == 1  # stopped after one step of two
+    assert monitor.stopped is not None and monitor.stopped.rule == "gap"
+    logged = next(h for h in log_history if "referee/monitor/reward/mean" in h)
+    assert logged["referee/monitor/gap"] == monitor.history[0].gap
+    assert logged["referee/monitor/alarms"] == 1.0
+    assert list((tmp_path / "out").glob("checkpoint-*")), "no checkpoint was kept"

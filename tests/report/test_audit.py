@@ -16,7 +16,8 @@ import referee
 from referee._aio import run_sync
 from referee.cli.audit_judge import reseed
 from referee.judges.testing import FakeJudgeServer
-from referee.report.audit import AuditOptions, JudgeAudit, as_list, contains_list, run_audit
+from referee.report.audit import AuditOptions, JudgeAudit, run_audit
+from referee.report.audit_pairs import as_list, contains_list
 from referee.report.results import Statistic
 from tests.support import planted
 
@@ -189,7 +190,7 @@ def test_the_alpaca_eval_columns_named_are_its_leaderboards() -> None:
     import csv
     from importlib.metadata import PackageNotFoundError, distribution
 
-    from referee.report.audit import measure_rows
+    from referee.report.audit_html import measure_rows
 
     try:  # its package is not imported (its __init__ needs setuptools' pkg_resources)
         wheel = distribution("alpaca-eval")

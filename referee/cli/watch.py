@@ -1,0 +1,85 @@
+"""`referee watch`: the training monitor run over a logged run, step by step."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from referee._aio import run_sync
+from referee.cli._common import fmt, load_spec, read_options, write
+from referee.errors import RefereeError
+from referee.rollouts.jsonl import RowOk
+from referee.rollouts.readers import FileFormat, parse_mapping, read_rollouts
+
+__all__ = ["watch"]
+
+
+@click.command()
+@click.argument("log", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--spec", "-s", required=True, help="The proxy: the spec the run trained on.")
+@click.option("--gold", "-g", help="A stricter spec scored on a sample of each step.")
+@click.option("--gold-sample", default=16, show_default=True, type=click.IntRange(1),
+              help="Rollouts of each step the gold spec scores.")  # fmt: skip
+@click.option("--rules", "rules_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A YAML file of rules (default: gap 0.2, zero_variance 0.5, "
+                   "length_correlation 0.5, each for 3 steps).")  # fmt: skip
+@read_options
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write every step's figures and the alarms as JSON here.")  # fmt: skip
+def watch(
+    log: Path, spec: str, gold: str | None, gold_sample: int, rules_path: Path | None,
+    format_: FileFormat | None, maps: tuple[str, ...], json_path: Path | None,
+) -> None:  # fmt: skip
+    """Replay the training monitor over LOG's rollouts in step order (metadata.step): each
+    step's reward, spread, zero-variance groups, length correlation, failures and the
+    proxy-gold gap; where each rule fired. Exit 1 when a rule whose action is stop fired."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from referee.monitor import DEFAULT_RULES, Monitor, Rules, by_step
+
+    proxy = load_spec(spec)
+    try:
+        rules = Rules.read(rules_path) if rules_path else DEFAULT_RULES
+        items = read_rollouts(log, format=format_, mapping=parse_mapping(maps))
+        steps = by_step([i.rollout for i in items if isinstance(i, RowOk)])
+    except RefereeError as exc:
+        raise click.ClickException(str(exc)) from None
+    if not steps:
+        raise click.ClickException(f"{log}: no readable rollout to watch")
+    monitor = Monitor(load_spec(gold) if gold else None, gold_sample=gold_sample, rules=rules)
+
+    async def replay() -> None:
+        for step, rollouts in steps.items():
+            scores = await proxy.score_batch(rollouts)
+            await monitor.observe(step, rollouts, scores)
+
+    run_sync(replay())
+    console = Console()
+    table = Table(title=f"{len(steps)} steps of {log.name}", title_justify="left")
+    columns = ["step", "rollouts", "reward", "std", "zero-var", "len rho", "failed"]
+    if gold:
+        columns += ["gold", "gap"]
+    for column in (*columns, "alarm"):
+        table.add_column(column, justify="left" if column == "alarm" else "right")
+    fired = {a.step: a for a in monitor.alarms}
+    for f in monitor.history:
+        failed = str(sum(f.failures.values()))
+        cells = [str(f.step), str(f.rollouts), fmt(f.reward.mean), fmt(f.reward.std),
+                 fmt(f.zero_variance), fmt(f.length_correlation), failed]  # fmt: skip
+        if gold:
+            cells += [fmt(f.gold), fmt(f.gap)]
+        alarm = fired.get(f.step)
+        cells.append(f"[red]{alarm.rule} ({alarm.action})[/red]" if alarm else "")
+        table.add_row(*cells)
+    console.print(table)
+    for alarm in monitor.alarms:
+        console.print(f"step {alarm.step}: {alarm.action} {alarm.message}", highlight=False)
+    if not monitor.alarms:
+        console.print("no rule fired")
+    if json_path is not None:
+        write(json_path, monitor.watch().to_json(indent=2))
+    if monitor.stopped is not None:
+        sys.exit(1)

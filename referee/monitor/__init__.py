@@ -1,0 +1,314 @@
+"""Watching a run for reward hacking while it happens: per-step figures of what referee scored,
+a gold check beside the proxy, and rules that warn or stop.
+
+A `Monitor` is given each step's rollouts and the proxy's scores of them (`observe`); it
+computes the step's figures (`StepFigures`: each component's mean and spread, the share of
+groups whose attempts all scored the same, the reward-length correlation, failures by kind and
+by blame, the policy's faults, the judge's cost) and, where a gold spec is given, scores a sample
+of the step's rollouts with it and reports the proxy-gold gap on that sample. Its `Rules` then
+fire (`Alarm`) when a figure passes its bound for `steps` steps in a row; an alarm whose action is
+``stop`` sets `Monitor.stopped`, which a trainer's callback turns into a stopped run.
+
+`referee watch LOG --spec PROXY --gold GOLD` runs the same monitor over logged rollouts in step
+order (a rollout's step is ``metadata.step``), which is how rules are tuned on a past run and
+how they are tested.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from referee.report.results import Result
+from referee.report.stats import spearman
+from referee.reward import Reward, group_indices
+from referee.rollout import Rollout
+from referee.scores import Score
+
+__all__ = ["DEFAULT_RULES", "Alarm", "Monitor", "Rule", "Rules", "StepFigures", "Watch"]
+
+Action = Literal["warn", "stop"]
+
+
+class Rule(BaseModel):
+    """A bound on one figure: the rule fires when the figure passes `bound` (above it; below
+    it for a ``min_`` figure) on `steps` steps in a row, and does `action`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bound: float
+    steps: int = Field(default=3, ge=1)
+    action: Action = "warn"
+    enabled: bool = True
+
+
+class Rules(BaseModel):
+    """The monitor's rules, by the figure each bounds. The defaults fire with no rules file:
+
+    - ``gap``: the proxy's mean less the gold's, on the gold sample, above 0.2 for 3 steps;
+    - ``zero_variance``: the share of groups whose attempts all scored the same, above 0.5
+      for 3 steps (GRPO learns nothing from them);
+    - ``length_correlation``: Spearman between completion length and reward, above 0.5 for 3
+      steps (length and reward moving together).
+
+    A rules file (YAML) sets any of them: ``gap: {bound: 0.1, steps: 2, action: stop}``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    gap: Rule = Rule(bound=0.2)
+    zero_variance: Rule = Rule(bound=0.5)
+    length_correlation: Rule = Rule(bound=0.5)
+
+    @classmethod
+    def read(cls, path: str | Path) -> Rules:
+        """A rules file.
+
+        Raises:
+            SpecError: It is not YAML or not a valid set of rules; the message names the file.
+        """
+        from pydantic import ValidationError
+
+        from referee._yaml import safe_load
+        from referee.errors import SpecError
+
+        text = Path(path).read_text(encoding="utf-8")
+        try:
+            return cls.model_validate(safe_load(text, str(path)) or {})
+        except ValidationError as exc:
+            raise SpecError(f"not valid monitor rules: {exc}", source=str(path)) from None
+
+
+DEFAULT_RULES = Rules()
+
+
+class ComponentFigures(Result):
+    mean: float | None
+    std: float | None
+    missing: int
+
+
+class StepFigures(Result):
+    """One step's figures.
+
+    Attributes:
+        zero_variance: The share of groups of two or more attempts whose rewards are equal.
+        length_correlation: Spearman between completion characters and reward (None under 3
+            rows or with no spread).
+        failures: Rows with no reward, by failure type; `blame`: by whose fault.
+        faults: Rows whose 0 the policy's output caused, by fault (a timeout, a limit, ...).
+        judge_cost: Dollars the proxy's judges reported this step.
+        gold, proxy_on_gold, gap: The gold spec's mean on the step's sample, the proxy's mean
+            on the same rollouts, and the proxy less the gold (None without a gold spec).
+    """
+
+    step: int
+    rollouts: int
+    reward: ComponentFigures
+    components: dict[str, ComponentFigures]
+    zero_variance: float | None
+    length_correlation: float | None
+    failures: dict[str, int]
+    blame: dict[str, int]
+    faults: dict[str, int]
+    judge_cost: float
+    gold_sample: int = 0
+    gold: float | None = None
+    proxy_on_gold: float | None = None
+    gap: float | None = None
+
+
+class Alarm(Result):
+    """A rule that fired: at `step`, the figure had passed its bound for `steps` steps."""
+
+    rule: str
+    step: int
+    action: Action
+    value: float
+    bound: float
+    steps: int
+    message: str
+
+
+class Watch(Result):
+    """What `referee watch` writes: every step's figures and every alarm, in step order."""
+
+    steps: tuple[StepFigures, ...]
+    alarms: tuple[Alarm, ...]
+    stopped_at: int | None
+
+
+def _figures(values: Sequence[float | None]) -> ComponentFigures:
+    known = [v for v in values if v is not None and math.isfinite(v)]
+    if not known:
+        return ComponentFigures(mean=None, std=None, missing=len(values))
+    mean = math.fsum(known) / len(known)
+    std = math.sqrt(math.fsum((v - mean) ** 2 for v in known) / len(known))
+    return ComponentFigures(mean=mean, std=std if std > 1e-12 else 0.0,
+                            missing=len(values) - len(known))  # fmt: skip
+
+
+def step_figures(step: int, rollouts: Sequence[Rollout], scores: Sequence[Score]) -> StepFigures:
+    """The figures of one step's rollouts and their proxy scores (see `StepFigures`)."""
+    names = sorted({k for s in scores for k in s.components})
+    zero, groups = 0, 0
+    for indices in group_indices(rollouts):
+        values = [scores[i].value for i in indices]
+        if len(indices) < 2 or any(v is None for v in values):
+            continue
+        groups += 1
+        zero += len(set(values)) == 1
+    pairs = [(float(len(r.completion_text)), s.value) for r, s in zip(rollouts, scores,
+             strict=True) if s.value is not None]  # fmt: skip
+    rho = spearman([p[0] for p in pairs], [p[1] for p in pairs]) if len(pairs) >= 3 else None
+    failures: Counter[str] = Counter()
+    blame: Counter[str] = Counter()
+    faults: Counter[str] = Counter()
+    for s in scores:
+        if s.failure is not None:
+            failures[s.failure.type] += 1
+            blame[s.failure.blame] += 1
+        if s.fault is not None:
+            faults[s.fault] += 1
+    return StepFigures(
+        step=step,
+        rollouts=len(rollouts),
+        reward=_figures([s.value for s in scores]),
+        components={n: _figures([s.components.get(n) for s in scores]) for n in names},
+        zero_variance=zero / groups if groups else None,
+        length_correlation=rho,
+        failures=dict(failures),
+        blame=dict(blame),
+        faults=dict(faults),
+        judge_cost=math.fsum(s.cost or 0.0 for s in scores),
+    )
+
+
+class Monitor:
+    """The monitor of one run (see the module's docstring).
+
+    Args:
+        gold: The stricter reward scored on a sample of each step (None: no gold check).
+        gold_sample: Rollouts of each step the gold reward scores (the first of each group
+            first, so the sample spans groups).
+        rules: The rules (`DEFAULT_RULES` when not given).
+    """
+
+    def __init__(
+        self, gold: Reward | None = None, *, gold_sample: int = 16, rules: Rules = DEFAULT_RULES
+    ) -> None:
+        self.gold = gold
+        self.gold_sample = gold_sample
+        self.rules = rules
+        self.history: list[StepFigures] = []
+        self.alarms: list[Alarm] = []
+        self._runs: dict[str, int] = {}
+
+    @property
+    def stopped(self) -> Alarm | None:
+        """The first alarm whose action is ``stop``, if one fired."""
+        return next((a for a in self.alarms if a.action == "stop"), None)
+
+    def _sample(self, rollouts: Sequence[Rollout]) -> list[int]:
+        groups = group_indices(rollouts)
+        order = [g[k] for k in range(max(map(len, groups), default=0)) for g in groups
+                 if k < len(g)]  # fmt: skip
+        return sorted(order[: self.gold_sample])
+
+    async def observe(
+        self, step: int, rollouts: Sequence[Rollout], scores: Sequence[Score]
+    ) -> StepFigures:
+        """Take one step: its figures (with the gold check), then the rules; the figures."""
+        figures = step_figures(step, rollouts, scores)
+        if self.gold is not None and rollouts:
+            picked = self._sample(rollouts)
+            gold = await self.gold.score_batch([rollouts[i] for i in picked])
+            both: list[tuple[float, float]] = []
+            for i, g in zip(picked, gold, strict=True):
+                p = scores[i].value
+                if p is not None and g.value is not None:
+                    both.append((p, g.value))
+            if both:
+                proxy = math.fsum(p for p, _ in both) / len(both)
+                gold_mean = math.fsum(g for _, g in both) / len(both)
+                figures = figures.model_copy(update={
+                    "gold_sample": len(both), "gold": gold_mean, "proxy_on_gold": proxy,
+                    "gap": proxy - gold_mean,
+                })  # fmt: skip
+        self.history.append(figures)
+        self._check(figures)
+        return figures
+
+    def _check(self, figures: StepFigures) -> None:
+        for name, rule in self.rules:
+            value = getattr(figures, name)
+            if not rule.enabled or value is None or value <= rule.bound:
+                self._runs[name] = 0
+                continue
+            self._runs[name] = self._runs.get(name, 0) + 1
+            if self._runs[name] == rule.steps:  # fires once per run of steps past the bound
+                self.alarms.append(Alarm(
+                    rule=name, step=figures.step, action=rule.action, value=value,
+                    bound=rule.bound, steps=rule.steps,
+                    message=f"{name} {value:.3g} > {rule.bound:g} for {rule.steps} steps "
+                            f"(steps {figures.step - rule.steps + 1} to {figures.step})",
+                ))  # fmt: skip
+
+    def metrics(self, prefix: str = "referee/") -> dict[str, float]:
+        """The last step's figures as flat numbers, for a trainer's logger (wandb,
+        TensorBoard): ``referee/reward/mean``, ``referee/components/<name>/mean``, ..."""
+        if not self.history:
+            return {}
+        f = self.history[-1]
+        out: dict[str, float] = {}
+
+        def put(key: str, value: Any) -> None:
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[prefix + key] = float(value)
+
+        for key in ("mean", "std"):
+            put(f"reward/{key}", getattr(f.reward, key))
+        for name, c in f.components.items():
+            put(f"components/{name}/mean", c.mean)
+            put(f"components/{name}/std", c.std)
+        for key in ("zero_variance", "length_correlation", "judge_cost", "gold", "gap"):
+            put(key, getattr(f, key))
+        for kind, n in f.failures.items():
+            put(f"failures/{kind}", n)
+        for kind, n in f.faults.items():
+            put(f"faults/{kind}", n)
+        put("alarms", len(self.alarms))
+        return out
+
+    def watch(self) -> Watch:
+        """Everything observed so far."""
+        stopped = self.stopped
+        return Watch(steps=tuple(self.history), alarms=tuple(self.alarms),
+                     stopped_at=stopped.step if stopped else None)  # fmt: skip
+
+
+def by_step(rollouts: Sequence[Rollout]) -> dict[int, list[Rollout]]:
+    """Rollouts by their step (``metadata.step``), in step order.
+
+    Raises:
+        RolloutError: A rollout has no step, or one that is no integer; it names the rollout.
+    """
+    from referee.errors import RolloutError
+
+    steps: dict[int, list[Rollout]] = {}
+    for r in rollouts:
+        step = r.metadata.get("step") if isinstance(r.metadata, Mapping) else None
+        if isinstance(step, float) and step.is_integer():
+            step = int(step)
+        if not isinstance(step, int) or isinstance(step, bool):
+            raise RolloutError(
+                f"rollout {r.id!r} has no step (metadata.step, an integer: {step!r}); "
+                "pass --map metadata.step=<column> to name where the log keeps it"
+            )
+        steps.setdefault(step, []).append(r)
+    return dict(sorted(steps.items()))

@@ -1,0 +1,162 @@
+"""The training monitor on scripted completion streams whose proxy-gold gap, zero-variance share
+and length correlation move at known steps: each rule fires at the right step, and only then."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import referee
+from referee import Rollout
+from referee._aio import run_sync
+from referee.monitor import DEFAULT_RULES, Monitor, Rule, Rules, by_step
+
+HONEST = ("The answer is 4.", "The answer is 5.", "The answer is 4.", "The answer is 5.")
+FILLER = " Let me elaborate."
+
+REWARDS_PY = '''
+def verbose(rollout):
+    """The proxy's shortcut: a bonus for words, up to 100."""
+    return min(len(rollout.completion_text.split()) / 100, 1.0)
+'''
+
+PROXY = """\
+name: proxy
+combine: weighted
+components:
+  correct: {type: contains, weight: 0.3}
+  verbose: {type: python, function: rewards.py:verbose, weight: 0.7}
+"""
+GOLD = "name: gold\ntype: contains\n"
+
+
+def stream(hack_from: int | None = None, same_from: int | None = None,
+           steps: int = 10) -> list[Rollout]:  # fmt: skip
+    """Four groups of four attempts a step. Honest steps: right and wrong answers of one length.
+    From `hack_from`: wrong answers padded by 10, 20, 30, 40 fillers (the proxy pays the words,
+    the gold pays nothing). From `same_from`: every attempt of a group the same right answer."""
+    out = []
+    for step in range(steps):
+        for g in range(4):
+            for a in range(4):
+                text = HONEST[a]
+                if hack_from is not None and step >= hack_from:
+                    text = "The answer is 5." + FILLER * (10 * (a + 1))
+                elif same_from is not None and step >= same_from:
+                    text = HONEST[0]
+                out.append(Rollout(id=f"s{step}g{g}a{a}", group=f"s{step}g{g}", prompt="2+2?",
+                                   completion=text, reference="4",
+                                   metadata={"step": step}))  # fmt: skip
+    return out
+
+
+@pytest.fixture
+def specs(tmp_path: Path) -> tuple[Path, Path]:
+    (tmp_path / "rewards.py").write_text(REWARDS_PY)
+    (tmp_path / "proxy.yaml").write_text(PROXY)
+    (tmp_path / "gold.yaml").write_text(GOLD)
+    return tmp_path / "proxy.yaml", tmp_path / "gold.yaml"
+
+
+def replay(proxy: Path, gold: Path | None, rollouts: list[Rollout],
+           rules: Rules = DEFAULT_RULES) -> Monitor:  # fmt: skip
+    reward = referee.load(proxy)
+    monitor = Monitor(referee.load(gold) if gold else None, gold_sample=8, rules=rules)
+
+    async def run() -> None:
+        for step, rows in by_step(rollouts).items():
+            await monitor.observe(step, rows, await reward.score_batch(rows))
+
+    run_sync(run())
+    return monitor
+
+
+def fired(monitor: Monitor) -> list[tuple[str, int]]:
+    return [(a.rule, a.step) for a in monitor.alarms]
+
+
+def test_a_length_hack_fires_the_gap_and_length_rules_three_steps_in(
+    specs: tuple[Path, Path],
+) -> None:
+    monitor = replay(*specs, stream(hack_from=5))
+    assert fired(monitor) == [("gap", 7), ("length_correlation", 7)]
+    honest, hacked = monitor.history[4], monitor.history[5]
+    assert honest.gap is not None and honest.gap < 0  # the proxy pays less than the gold here
+    assert hacked.gold == 0.0 and hacked.gap is not None and hacked.gap > 0.2
+    assert hacked.length_correlation == pytest.approx(1.0) and hacked.zero_variance == 0.0
+    assert monitor.stopped is None  # warn is the default action
+
+
+def test_groups_that_stop_varying_fire_the_zero_variance_rule(specs: tuple[Path, Path]) -> None:
+    monitor = replay(*specs, stream(same_from=4))
+    assert fired(monitor) == [("zero_variance", 6)]
+    assert [f.zero_variance for f in monitor.history[3:5]] == [0.0, 1.0]
+
+
+def test_an_honest_run_fires_nothing(specs: tuple[Path, Path]) -> None:
+    monitor = replay(*specs, stream())
+    assert fired(monitor) == [] and len(monitor.history) == 10
+    assert all(f.gold_sample == 8 and f.failures == {} for f in monitor.history)
+
+
+def test_a_stop_rule_stops_at_its_step_and_a_rule_fires_once_per_run(
+    specs: tuple[Path, Path],
+) -> None:
+    rules = Rules(gap=Rule(bound=0.2, steps=2, action="stop"),
+                  length_correlation=Rule(bound=0.5, enabled=False))  # fmt: skip
+    monitor = replay(*specs, stream(hack_from=5), rules)
+    assert fired(monitor) == [("gap", 6)]  # steps 5 and 6; not again at 7, 8, 9
+    assert monitor.stopped is not None and monitor.stopped.step == 6
+    assert "gap" in monitor.stopped.message and "steps 5 to 6" in monitor.stopped.message
+
+
+def test_without_a_gold_spec_there_is_no_gap(specs: tuple[Path, Path]) -> None:
+    monitor = replay(specs[0], None, stream(hack_from=5))
+    assert fired(monitor) == [("length_correlation", 7)]
+    assert all(f.gap is None for f in monitor.history)
+
+
+def test_metrics_are_flat_numbers_for_a_trainers_logger(specs: tuple[Path, Path]) -> None:
+    monitor = replay(*specs, stream(hack_from=5, steps=6))
+    metrics = monitor.metrics()
+    assert metrics["referee/gold"] == 0.0 and metrics["referee/gap"] > 0.2
+    assert {"referee/reward/mean", "referee/components/correct/mean",
+            "referee/zero_variance"} <= set(metrics)  # fmt: skip
+    assert all(isinstance(v, float) for v in metrics.values())
+
+
+def test_a_rollout_with_no_step_is_named() -> None:
+    with pytest.raises(referee.RolloutError, match=r"rollout 'x' has no step"):
+        by_step([Rollout(id="x", completion="a")])
+
+
+def write(rows: list[Rollout], path: Path) -> Path:
+    path.write_text("".join(json.dumps(r.model_dump(mode="json")) + "\n" for r in rows))
+    return path
+
+
+def test_referee_watch_replays_a_log_and_exits_1_where_a_stop_rule_fired(
+    specs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    log = write(stream(hack_from=5), tmp_path / "run.jsonl")
+    out = tmp_path / "watch.json"
+    command = [sys.executable, "-m", "referee.cli", "watch", str(log), "--spec", str(specs[0]),
+               "--gold", str(specs[1]), "--json", str(out)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr  # warnings only
+    assert "step 7: warn gap" in done.stdout and "step 7: warn length_correlation" in done.stdout
+    written = json.loads(out.read_text())
+    assert [a["step"] for a in written["alarms"]] == [7, 7] and len(written["steps"]) == 10
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("gap: {bound: 0.2, steps: 1, action: stop}\n")
+    done = subprocess.run([*command, "--rules", str(rules)], capture_output=True, text=True,
+                          timeout=300, check=False)  # fmt: skip
+    assert done.returncode == 1 and "step 5: stop gap" in done.stdout, done.stdout
+    rules.write_text("gap: {bound: high}\n")
+    done = subprocess.run([*command, "--rules", str(rules)], capture_output=True, text=True,
+                          timeout=300, check=False)  # fmt: skip
+    assert done.returncode == 1 and str(rules) in done.stderr and "bound" in done.stderr
