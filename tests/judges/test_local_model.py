@@ -23,7 +23,13 @@ from referee import Rollout
 from referee._aio import run_sync
 from referee.errors import JudgeError, MissingDependency
 from referee.judges import JudgeClient
-from referee.judges.local import LOCAL_MODELS, LocalServer, server_binary
+from referee.judges.local import (
+    LOCAL_MODELS,
+    LocalServer,
+    UnsupportedCPU,
+    local_server,
+    server_binary,
+)
 
 pytestmark = pytest.mark.local_model
 
@@ -36,6 +42,10 @@ def _need(name: str) -> None:
     model = LOCAL_MODELS[name]
     if importlib.util.find_spec(model.package) is None:
         pytest.skip(f"the local model {name} is not installed: {model.install}")
+    try:
+        run_sync(local_server(f"local/{name}"))  # started once per process, then shared
+    except UnsupportedCPU as exc:
+        pytest.skip(str(exc))
 
 
 @pytest.fixture(autouse=True)
