@@ -130,15 +130,16 @@ def test_the_copy_is_flagged_on_any_pay_above_an_empty_answers() -> None:
 
 
 def test_the_demo_agent_spec_pays_the_copy_no_more_than_an_empty_answer() -> None:
-    """The demo agent's prompt ends "End with 'ANSWER: <city>'"; its spec pays 0.3 for any
-    text without tool calls, the copy included, and no more."""
+    """The demo agent's prompt ends "End with 'ANSWER: <city>'"; its spec pays nothing for a
+    text without tool calls (tool_use's no_calls is 0, and the calls and answer miss), the
+    copy included, as it pays an empty answer."""
     with resources.as_file(DEMO / "agent.jsonl") as path:
         rollouts = [Rollout.model_validate_json(line) for line in path.read_text().splitlines()]
     with resources.as_file(DEMO / "agent.yaml") as spec:
         reward = referee.load(str(spec))
     result = probes(reward, rollouts, only=["copy_prompt_template"])
     copied = result.probes["copy_prompt_template"]
-    assert copied.tried >= 1 and copied.mean_probe_reward and result.failed == ()
+    assert copied.tried >= 1 and copied.mean_probe_reward == 0.0 and result.failed == ()
 
 
 def test_probe_command_names_the_hack_on_the_loose_spec(tmp_path: Path) -> None:
