@@ -22,9 +22,8 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import referee
-from referee.cli.audit_judge import reseed
 from referee.judges.testing import requests_seen, server_process
-from referee.report.audit import AuditOptions, run_audit
+from referee.report.audit import AuditOptions, reseed, run_audit
 
 REPLY = json.dumps({"criteria": {"quality": 70}, "reasoning": "fine"})
 RUBRIC = """name: quality

@@ -19,8 +19,7 @@ import time
 from pathlib import Path
 
 import referee
-from referee.cli.audit_judge import reseed
-from referee.report.audit import AuditOptions, run_audit
+from referee.report.audit import AuditOptions, reseed, run_audit
 from referee.report.audit_html import measure_rows
 
 FACTS = [

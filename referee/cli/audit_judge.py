@@ -4,7 +4,6 @@ resistance to injection and its agreement with people, each with an interval."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ from referee.errors import RefereeError
 from referee.rollouts.jsonl import RowOk
 from referee.rollouts.readers import FileFormat, parse_mapping, read_rollouts
 
-__all__ = ["audit_judge", "reseed"]
+__all__ = ["audit_judge"]
 
 MEASURES = ("position", "length", "lists", "injection", "consistency", "agreement")
 
@@ -31,32 +30,6 @@ _GATE_OPTIONS = {
     "min_agreement": "Fail where accuracy against human labels (or preferences) is below this.",
     "min_kappa": "Fail where Cohen's kappa against human labels is below this.",
 }
-
-
-def reseed(data: Mapping[str, Any], shift: int) -> dict[str, Any]:
-    """The spec with every judge's sampling seed moved by `shift` (a judge is a mapping with
-    ``model``, ``models`` or ``client``), and every `pairwise_judge` asked to keep both orders'
-    verdicts (``disagreement: tie``) so that a flip is measured, not failed."""
-
-    def walk(node: Any, in_client: bool = False) -> Any:
-        if isinstance(node, Mapping):
-            out = {k: walk(v, k == "client") for k, v in node.items()}
-            if in_client:  # its parent moves its seed
-                return out
-            if shift and isinstance(out.get("client"), Mapping):
-                client = dict(out["client"])
-                client["seed"] = int(client.get("seed") or 0) + shift
-                out["client"] = client
-            elif shift and ("model" in out or "models" in out):
-                out["seed"] = int(out.get("seed") or 0) + shift
-            if out.get("type") == "pairwise_judge":
-                out["disagreement"] = "tie"
-            return out
-        if isinstance(node, list):
-            return [walk(v) for v in node]
-        return node
-
-    return walk(data)  # type: ignore[no-any-return]
 
 
 def _gate_option(name: str, text: str) -> Any:
@@ -102,7 +75,7 @@ def audit_judge(
     The pairs are built from the rollouts themselves: two attempts of a group, an answer and
     the same answer padded or as a list, an answer and the same with an instruction to the
     grader appended. Each measure has a 95% bootstrap interval."""
-    from referee.report.audit import AuditOptions, run_audit
+    from referee.report.audit import AuditOptions, reseed, run_audit
     from referee.spec import load
 
     measures = frozenset(MEASURES)

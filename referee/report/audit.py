@@ -52,7 +52,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from referee.report.audit_pairs import Pair, answer_text, with_text
 from referee.report.audit_pairs import pairs as pairs_of
@@ -73,6 +73,7 @@ __all__ = [
     "Position",
     "Systems",
     "judge_kind",
+    "reseed",
     "run_audit",
 ]
 
@@ -231,11 +232,7 @@ async def _orders(
         diffs = [None if a is None or b is None else a - b for a, b in values]
         return [(_cmp(a, b), None) for a, b in values], diffs
     if kind == "pairwise":
-        key = getattr(reward, "reference_key", None)
-        rollouts = [
-            with_text(p.base, p.a, str(i), reference={key: p.b} if key else p.b)
-            for i, p in enumerate(pairs)
-        ]
+        rollouts = [with_text(p.base, p.a, str(i), reference=p.b) for i, p in enumerate(pairs)]
         scores = await reward.score_batch(rollouts)
         tally.extend(scores)
         answers = [(s.components.get("response_first"), s.components.get("reference_first"))
@@ -457,6 +454,32 @@ def _preferred(
         for x in rejected
     ]
     return _rate(right)
+
+
+def reseed(data: Mapping[str, Any], shift: int) -> dict[str, Any]:
+    """The spec with every judge's sampling seed moved by `shift` (a judge is a mapping with
+    ``model``, ``models`` or ``client``), and every `pairwise_judge` asked to keep both orders'
+    verdicts (``disagreement: tie``) so that a flip is measured, not failed."""
+
+    def walk(node: Any, in_client: bool = False) -> Any:
+        if isinstance(node, Mapping):
+            out = {k: walk(v, k == "client") for k, v in node.items()}
+            if in_client:  # its parent moves its seed
+                return out
+            if shift and isinstance(out.get("client"), Mapping):
+                client = dict(out["client"])
+                client["seed"] = int(client.get("seed") or 0) + shift
+                out["client"] = client
+            elif shift and ("model" in out or "models" in out):
+                out["seed"] = int(out.get("seed") or 0) + shift
+            if out.get("type") == "pairwise_judge":
+                out["disagreement"] = "tie"
+            return out
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    return walk(data)  # type: ignore[no-any-return]
 
 
 # --- gates -----------------------------------------------------------------------------------

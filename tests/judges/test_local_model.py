@@ -130,8 +130,7 @@ def test_a_pairwise_tournament_on_real_tokens() -> None:
 
 def test_an_audit_on_a_real_judge_completes() -> None:
     _need("smollm2")
-    from referee.cli.audit_judge import reseed
-    from referee.report.audit import AuditOptions, run_audit
+    from referee.report.audit import AuditOptions, reseed, run_audit
 
     spec = {"type": "reference_judge", "model": "local/smollm2", "cache": False,
             "temperature": 0.7}  # fmt: skip

@@ -14,9 +14,8 @@ import yaml
 
 import referee
 from referee._aio import run_sync
-from referee.cli.audit_judge import reseed
 from referee.judges.testing import FakeJudgeServer
-from referee.report.audit import AuditOptions, JudgeAudit, run_audit
+from referee.report.audit import AuditOptions, JudgeAudit, reseed, run_audit
 from referee.report.audit_pairs import as_list, contains_list
 from referee.report.results import Statistic
 from tests.support import planted
