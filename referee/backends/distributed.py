@@ -1,6 +1,8 @@
 """Scoring fanned out over Ray: `referee score --engine ray [--address ADDR]`.
 
-`RayReward` wraps any reward: each batch is cut into chunks that keep every group whole, the
+`RayReward` wraps any reward: each batch is cut into one chunk per actor (every group whole in
+one chunk where the reward compares a group's attempts; else row by row, so a batch of attempts
+at one prompt, which a rollout file groups by that prompt, still spreads over the pool), the
 chunks go to a pool of Ray actors that each hold a copy of the reward (unpickled once per
 actor, so compiled validators, sandboxes and judge clients are built once per worker), and the
 scores come back in input order. The values are the reward's own: the same spec scored on the
@@ -37,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from referee.errors import ClusterError, MissingDependency
-from referee.reward import Part, Reward, RewardBase, group_indices
+from referee.reward import Part, Reward, RewardBase, group_indices, needs_groups
 from referee.rollout import Rollout
 from referee.scores import Score
 
@@ -153,6 +155,7 @@ class RayReward(RewardBase):
             raise MissingDependency("ray", "ray", "--engine ray") from exc
         self.reward = reward
         self.name = reward.name
+        self._grouped = needs_groups(reward)  # chunks keep groups whole (`_chunks`)
         self.retries = retries
         self.start_timeout = start_timeout
         self.address = address or "a local Ray"  # until joined: then the head's own address
@@ -305,10 +308,14 @@ class RayReward(RewardBase):
         raise TypeError("a RayReward holds live actors; pickle the reward it wraps instead")
 
     def _chunks(self, rollouts: Sequence[Rollout]) -> list[list[int]]:
-        """Positions cut into one chunk per actor, every group whole in one chunk."""
+        """Positions cut into one chunk per actor: every group whole in one chunk where the
+        reward compares a group's attempts, else rollout by rollout (a reward that scores each
+        alone gains nothing from a group kept together, and a batch that is one group, the
+        attempts at one prompt, would keep every actor but one idle)."""
         chunks: list[list[int]] = [[] for _ in range(self._target)]
         sizes = [0] * len(chunks)
-        for group in sorted(group_indices(rollouts), key=len, reverse=True):
+        units = group_indices(rollouts) if self._grouped else [[i] for i in range(len(rollouts))]
+        for group in sorted(units, key=len, reverse=True):
             smallest = sizes.index(min(sizes))
             chunks[smallest].extend(group)
             sizes[smallest] += len(group)

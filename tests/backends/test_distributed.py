@@ -74,6 +74,21 @@ def test_actors_are_spread_over_nodes_by_their_cpus(
     assert RayReward._spread(nodes, count) == want
 
 
+def test_a_batch_of_one_prompt_spreads_over_the_actors_unless_the_reward_ranks_it() -> None:
+    """A rollout file groups rows by their prompt: a batch of attempts at one prompt went to
+    one actor whole, the others idle (and a lost node had lost nothing), even for a reward
+    that scores each rollout alone. Only a group reward keeps a group in one chunk."""
+    rollouts = [Rollout(id=str(i), completion="x", group="prompt:same") for i in range(6)]
+    pool = object.__new__(RayReward)  # the cutting alone: no cluster
+    pool._target = 2
+    pool._grouped = False
+    assert pool._chunks(rollouts) == [[0, 2, 4], [1, 3, 5]]
+    pool._grouped = True
+    assert pool._chunks(rollouts) == [[0, 1, 2, 3, 4, 5]]
+    mixed = [*rollouts[:3], *(Rollout(id=f"o{i}", completion="x", group="other") for i in range(3))]
+    assert sorted(map(len, pool._chunks(mixed))) == [3, 3]
+
+
 @dataclasses.dataclass(kw_only=True)
 class _SaysConcurrency(AsyncReward):
     """Scores each rollout with the concurrency its batch was asked to use."""

@@ -33,7 +33,10 @@ from tests.support.rollouts import write_jsonl
 pytestmark = pytest.mark.slow
 
 ROWS = 144
-BATCH = 12  # 12 batches: the run is still going when a node is lost
+# 12 batches: the run is still going when a node is lost. Every row has the same prompt (one
+# group, as a rollout file groups rows by prompt), and the reward scores each alone, so each
+# batch is cut over both actors: whichever node is lost has a chunk in flight, or the next.
+BATCH = 12
 DELAY = 0.15  # seconds per judge answer during the ray runs
 
 

@@ -429,7 +429,8 @@ def test_compute_score_refuses_what_verl_does_not_pass() -> None:
     with pytest.raises(SpecError, match="chat messages"):
         rv.compute_score("x", "text", None, None, spec={"type": "tool_use"})
     messages = [{"role": "assistant", "content": "done"}]
-    assert rv.compute_score("x", messages, None, None, spec={"type": "tool_use"})["score"] == 1.0
+    optional = {"type": "tool_use", "no_calls": 1.0}  # a trajectory without calls, paid
+    assert rv.compute_score("x", messages, None, None, spec=optional)["score"] == 1.0
 
 
 def test_referee_managers_count_the_response_tokens() -> None:
