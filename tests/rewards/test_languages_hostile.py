@@ -142,7 +142,9 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "background": {"timeout": 6},
     "search": {"timeout": 10},
     "loop": {"timeout": 1, "stop_on_failure": True},
-    "memory": {"memory_mb": 256, "stop_on_failure": True},
+    # a generous time limit: on a loaded machine a runtime filling memory can hit the
+    # default one first, and the verdict under test is the memory limit
+    "memory": {"memory_mb": 256, "timeout": 20, "stop_on_failure": True},
     "early_exit": {"timeout": 5},
     "compile_read": {"timeout": 5},
     "compile_bomb": {"compile_timeout": 5},
