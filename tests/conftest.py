@@ -4,6 +4,11 @@ import os
 
 # Before anything imports litellm: its cost map comes from the package, not the internet.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# Ray starts its workers at niceness 15 (a training node's driver comes first). Here the
+# other pytest workers run at 0 on two cores, and a Ray actor importing verl and torch got
+# about 5% of a core: verl's reward loop took over 180 s to start and its matrix cells failed
+# as hung. The tests' Ray (every local one this process starts) runs its workers at 0.
+os.environ.setdefault("RAY_worker_niceness", "0")
 import shutil
 import subprocess
 import tempfile

@@ -33,6 +33,20 @@ def test_ray_scores_equal_local_scores_and_keep_groups_whole(local_ray: None) ->
     assert [s.components["ranked"] for s in remote] == GROUPED_WANT
 
 
+def test_the_tests_ray_workers_are_not_niced(local_ray: None) -> None:
+    # Ray's default niceness (15) starved its actors behind the other pytest workers: verl's
+    # reward loop took over 180 s to start in CI (tests/conftest.py sets it to 0).
+    import os
+
+    import ray
+
+    @ray.remote
+    def niceness() -> int:
+        return os.nice(0)
+
+    assert ray.get(niceness.remote(), timeout=120) == 0
+
+
 @pytest.mark.slow
 def test_score_command_with_the_ray_engine(tmp_path: Path) -> None:
     rows = [{"id": str(i), "completion": f"\\boxed{{{i % 7}}}", "reference": str(i % 5)}

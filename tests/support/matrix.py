@@ -62,6 +62,8 @@ from tests.support.doors import Door
 
 DOOR_TIMEOUT = 180.0
 """Seconds a door may take for one type's rollouts before its cell fails as hung."""
+SETUP_TIMEOUT = 600.0
+"""Seconds a door's one-time start (verl's reward loop on Ray) may take."""
 BASE_IMAGE = "referee-example-base:1"
 """The image the examples' Dockerfiles start FROM (`referee.spec.examples`)."""
 
@@ -306,12 +308,27 @@ class Context:
             )
 
     def _serially(self, keys: Sequence[str]) -> dict[str, dict[str, Outcome]]:
-        from tests.support.matrix_doors import runner
+        """verl's reward-loop doors, a type after the other on one loop. The loop's start
+        has its own limit (`SETUP_TIMEOUT`: on a loaded machine Ray's worker importing verl
+        and torch can take minutes), apart from each type's `DOOR_TIMEOUT`; a type that hangs
+        ends the loop, and the next type starts a fresh one rather than queueing behind it."""
+        from tests.support.matrix_doors import drop_reward_loop, runner, start_reward_loop
 
-        return {
-            key: {n: timed(partial(runner(key), self.cases[n], self)) for n in self.names(key)}
-            for key in keys
-        }
+        out: dict[str, dict[str, Outcome]] = {}
+        for key in keys:
+            out[key] = {}
+            for name in self.names(key):
+                case = self.cases[name]
+                start = partial(start_reward_loop, case, self, referee_manager=key != "verl_loop")
+                ready = timed(start, SETUP_TIMEOUT)
+                if isinstance(ready, Outcome):
+                    out[key][name] = Outcome(error=f"verl's reward loop did not start: {ready}")
+                    drop_reward_loop(self)
+                    continue
+                got = out[key][name] = timed(partial(runner(key), case, self))
+                if isinstance(got, Outcome) and got.error is not None and "hangs" in got.error:
+                    drop_reward_loop(self)
+        return out
 
     def run_in_process(self, doors: Sequence[Door]) -> None:
         """Run the in-process doors now, every selected type (while the background doors

@@ -6,6 +6,7 @@ trainer or client does, and reads back the value and the failure flag (the modul
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import string
@@ -433,12 +434,8 @@ def tokenizer(ctx: Context) -> Any:
     return ctx.state["tokenizer"]
 
 
-def reward_loop(case: Case, ctx: Context, *, referee_manager: bool) -> Outcome:
-    """The case through verl's reward loop (one worker on Ray): the worker's reward manager
-    built by verl's own loader for this type's config, then a batch scored."""
-    import ray
-    from verl.trainer.ppo.reward import resolve_reward_manager_cls
-
+def _loop_config(case: Case, ctx: Context, *, referee_manager: bool) -> Any:
+    """verl's config of the reward loop for `case` (one worker; referee's manager or naive)."""
     from tests.support.verl import loop_config
 
     tok = tokenizer(ctx)
@@ -455,16 +452,44 @@ def reward_loop(case: Case, ctx: Context, *, referee_manager: bool) -> Outcome:
     config = loop_config(ctx.root, manager, options,
                          n=case.group_size if case.grouped else 1, workers=1)  # fmt: skip
     config.actor_rollout_ref.model.path = str(tok_dir)
-    loop = ctx.state.get("reward_loop")
-    if loop is None:
+    return config
+
+
+def start_reward_loop(case: Case, ctx: Context, *, referee_manager: bool) -> None:
+    """verl's reward loop started (its worker on Ray), once for every type: the start (Ray's
+    worker process importing verl and torch) is timed apart from any type's scoring."""
+    if "reward_loop" not in ctx.state:
         from verl.experimental.reward_loop import RewardLoopManager
 
-        loop = ctx.state["reward_loop"] = RewardLoopManager(config)
+        config = _loop_config(case, ctx, referee_manager=referee_manager)
+        ctx.state["reward_loop"] = RewardLoopManager(config)
+
+
+def drop_reward_loop(ctx: Context) -> None:
+    """The reward loop's workers ended (one left busy by a hung type would hold the next
+    type's batch): the next type starts a fresh loop."""
+    import ray
+
+    loop = ctx.state.pop("reward_loop", None)
+    for worker in getattr(loop, "reward_loop_workers", ()):
+        with contextlib.suppress(Exception):
+            ray.kill(worker)
+
+
+def reward_loop(case: Case, ctx: Context, *, referee_manager: bool) -> Outcome:
+    """The case through verl's reward loop (one worker on Ray): the worker's reward manager
+    built by verl's own loader for this type's config, then a batch scored."""
+    import ray
+    from verl.trainer.ppo.reward import resolve_reward_manager_cls
+
+    config = _loop_config(case, ctx, referee_manager=referee_manager)
+    start_reward_loop(case, ctx, referee_manager=referee_manager)
+    loop = ctx.state["reward_loop"]
     for worker in loop.reward_loop_workers:
         ray.get(worker.__ray_call__.remote(_rebuild_manager, config), timeout=DOOR_TIMEOUT)
     loop.config = config
     loop.reward_manager_cls = resolve_reward_manager_cls(config)
-    batch, ends = verl_batch(tok, case.rollouts)
+    batch, ends = verl_batch(tokenizer(ctx), case.rollouts)
     out = loop.compute_rm_score(batch)
     failed = out.non_tensor_batch.get("referee_failed")
     return Outcome(
