@@ -441,3 +441,26 @@ def test_referee_managers_count_the_response_tokens() -> None:
     spec = {"type": "length", "max_length": counts[1] - 1, "cache_length": 0}
     out = rv.RefereeRewardManager(tok, spec=spec)(batch, return_dict=True)
     assert out["reward_extra_info"]["score"] == [0.0, -1.0]  # within, and over by one
+
+
+def test_the_reward_function_loads_without_verl_and_the_managers_with_it() -> None:
+    # compute_score needs neither verl nor torch (their import costs a script seconds); the
+    # managers, named as verl's importlib loader names them, load verl and register by name.
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "import referee.backends.verl as v\n"
+        "assert 'torch' not in sys.modules and 'verl' not in sys.modules, 'loaded eagerly'\n"
+        "got = v.compute_score('math', '\\\\boxed{2}', '2', spec={'type': 'math_answer'})\n"
+        "assert got['score'] == 1.0 and 'torch' not in sys.modules, got\n"
+        "manager = v.RefereeRewardLoopManager\n"
+        "from verl.experimental.reward_loop.reward_manager import registry\n"
+        "assert registry.REWARD_MANAGER['referee'] is manager\n"
+        "from verl.workers.reward_manager import registry as legacy\n"
+        "assert legacy.REWARD_MANAGER_REGISTRY['referee'] is v.RefereeRewardManager\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]

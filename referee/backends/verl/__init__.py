@@ -45,15 +45,9 @@ manager, which groups by verl's ``uid``:
   whole batch, so groups are whole.
 """
 
-from referee.errors import MissingDependency
+import sys
+from typing import Any
 
-try:
-    import torch  # noqa: F401
-    import verl  # noqa: F401  (fails early, with the message below, where verl is missing)
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise MissingDependency("verl", "verl", "referee.backends.verl") from exc
-
-from referee.backends.verl.batch import RefereeRewardManager, options_of
 from referee.backends.verl.function import (
     DEFAULT_FAILURE_VALUE,
     compute_score,
@@ -65,11 +59,7 @@ from referee.backends.verl.function import (
     reward_for,
     rollout_from_verl,
 )
-from referee.backends.verl.loop import (
-    DEFAULT_GROUP_TIMEOUT,
-    GroupCollector,
-    RefereeRewardLoopManager,
-)
+from referee.errors import MissingDependency
 
 __all__ = [
     "DEFAULT_FAILURE_VALUE",
@@ -88,15 +78,43 @@ __all__ = [
     "rollout_from_verl",
 ]
 
+# The reward function needs neither verl nor torch: a script that calls `compute_score` does
+# not pay their import (seconds of CPU in every process). The managers subclass verl's, so
+# they load verl when first named (`__getattr__`), as verl's importlib loader names them.
+_MANAGERS = {
+    "RefereeRewardManager": "referee.backends.verl.batch",
+    "options_of": "referee.backends.verl.batch",
+    "DEFAULT_GROUP_TIMEOUT": "referee.backends.verl.loop",
+    "GroupCollector": "referee.backends.verl.loop",
+    "RefereeRewardLoopManager": "referee.backends.verl.loop",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MANAGERS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    _register()
+    return getattr(sys.modules[module], name)
+
 
 def _register() -> None:
-    """Make the managers reachable by name (``reward_manager.name=referee``) where verl's
-    registries allow it."""
+    """Load the managers and make them reachable by name (``reward_manager.name=referee``)
+    where verl's registries allow it."""
+    try:
+        import torch  # noqa: F401
+        import verl  # noqa: F401  (fails early, with the message below, where verl is missing)
+    except ImportError as exc:  # pragma: no cover - exercised only without the extra
+        raise MissingDependency("verl", "verl", "referee.backends.verl") from exc
     from verl.experimental.reward_loop.reward_manager import registry as loop_registry
     from verl.workers.reward_manager import registry as legacy_registry
+
+    from referee.backends.verl.batch import RefereeRewardManager
+    from referee.backends.verl.loop import RefereeRewardLoopManager
 
     loop_registry.REWARD_MANAGER.setdefault("referee", RefereeRewardLoopManager)
     legacy_registry.REWARD_MANAGER_REGISTRY.setdefault("referee", RefereeRewardManager)
 
 
-_register()
+if "verl" in sys.modules:  # in verl's own processes: registered by name at once
+    _register()
