@@ -24,7 +24,7 @@ __all__ = ["watch"]
               help="Rollouts of each step the gold spec scores.")  # fmt: skip
 @click.option("--rules", "rules_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A YAML file of rules (default: gap 0.2, zero_variance 0.5, "
-                   "length_correlation 0.5, each for 3 steps).")  # fmt: skip
+                   "length_correlation 0.5, held_out_gap 0.2, each for 3 steps).")  # fmt: skip
 @read_options
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write every step's figures and the alarms as JSON here.")  # fmt: skip
@@ -33,8 +33,9 @@ def watch(
     format_: FileFormat | None, maps: tuple[str, ...], json_path: Path | None,
 ) -> None:  # fmt: skip
     """Replay the training monitor over LOG's rollouts in step order (metadata.step): each
-    step's reward, spread, zero-variance groups, length correlation, failures and the
-    proxy-gold gap; where each rule fired. Exit 1 when a rule whose action is stop fired."""
+    step's reward, spread, zero-variance groups, length correlation, failures, the
+    proxy-gold gap and a code reward's held-out gap; where each rule fired. Exit 1 when a
+    rule whose action is stop fired."""
     from rich.console import Console
     from rich.table import Table
 
@@ -62,6 +63,9 @@ def watch(
     columns = ["step", "rollouts", "reward", "std", "zero-var", "len rho", "failed"]
     if gold:
         columns += ["gold", "gap"]
+    held = any(f.held_out for f in monitor.history)
+    if held:
+        columns += ["held-out gap"]
     for column in (*columns, "alarm"):
         table.add_column(column, justify="left" if column == "alarm" else "right")
     fired = {a.step: a for a in monitor.alarms}
@@ -71,6 +75,8 @@ def watch(
                  fmt(f.zero_variance), fmt(f.length_correlation), failed]  # fmt: skip
         if gold:
             cells += [fmt(f.gold), fmt(f.gap)]
+        if held:
+            cells.append(fmt(f.held_out_gap))
         alarm = fired.get(f.step)
         cells.append(f"[red]{alarm.rule} ({alarm.action})[/red]" if alarm else "")
         table.add_row(*cells)

@@ -30,7 +30,17 @@ from referee.reward import Reward, group_indices
 from referee.rollout import Rollout
 from referee.scores import Score
 
-__all__ = ["DEFAULT_RULES", "Alarm", "Monitor", "Rule", "Rules", "StepFigures", "Watch"]
+__all__ = [
+    "DEFAULT_RULES",
+    "Alarm",
+    "HeldOutFigures",
+    "Monitor",
+    "Rule",
+    "Rules",
+    "StepFigures",
+    "Watch",
+    "held_out_figures",
+]
 
 Action = Literal["warn", "stop"]
 
@@ -55,6 +65,9 @@ class Rules(BaseModel):
       for 3 steps (GRPO learns nothing from them);
     - ``length_correlation``: Spearman between completion length and reward, above 0.5 for 3
       steps (length and reward moving together).
+    - ``held_out_gap``: the pass rate on a code reward's paid cases less its rate on the
+      held-out ones (``held_out`` of `io_tests`, `function_tests`, `python_tests`), above 0.2
+      for 3 steps (the policy special-casing the tests it is paid on).
 
     A rules file (YAML) sets any of them: ``gap: {bound: 0.1, steps: 2, action: stop}``.
     """
@@ -64,6 +77,7 @@ class Rules(BaseModel):
     gap: Rule = Rule(bound=0.2)
     zero_variance: Rule = Rule(bound=0.5)
     length_correlation: Rule = Rule(bound=0.5)
+    held_out_gap: Rule = Rule(bound=0.2)
 
     @classmethod
     def read(cls, path: str | Path) -> Rules:
@@ -93,6 +107,42 @@ class ComponentFigures(Result):
     missing: int
 
 
+class HeldOutFigures(Result):
+    """A code reward's pass rates over one step: on the cases it pays, on the held-out ones."""
+
+    paid: float
+    held_out: float
+    gap: float
+    cases: int
+    held_out_cases: int
+
+
+def held_out_figures(scores: Sequence[Score]) -> dict[str, HeldOutFigures]:
+    """Each code reward's paid and held-out pass rates over `scores`, by its components'
+    prefix (the sums of ``passed`` / ``cases`` and ``held_out_passed`` / ``held_out_cases``)."""
+    sums: dict[str, list[float]] = {}
+    for s in scores:
+        for key, held_cases in s.components.items():
+            if not key.endswith("held_out_cases") or not held_cases:
+                continue
+            prefix = key[: -len("held_out_cases")]
+            got = [s.components.get(prefix + k) for k in ("passed", "cases", "held_out_passed")]
+            if any(v is None for v in got):
+                continue
+            acc = sums.setdefault(prefix, [0.0, 0.0, 0.0, 0.0])
+            for i, v in enumerate([*got, held_cases]):
+                acc[i] += float(v)  # type: ignore[arg-type]
+    out = {}
+    for prefix, (passed, cases, held_passed, held_cases) in sorted(sums.items()):
+        if cases and held_cases:
+            paid, held = passed / cases, held_passed / held_cases
+            out[prefix] = HeldOutFigures(
+                paid=paid, held_out=held, gap=paid - held, cases=int(cases),
+                held_out_cases=int(held_cases),
+            )  # fmt: skip
+    return out
+
+
 class StepFigures(Result):
     """One step's figures.
 
@@ -105,6 +155,10 @@ class StepFigures(Result):
         judge_cost: Dollars the proxy's judges reported this step.
         gold, proxy_on_gold, gap: The gold spec's mean on the step's sample, the proxy's mean
             on the same rollouts, and the proxy less the gold (None without a gold spec).
+        held_out: For each code reward with held-out cases (by its components' prefix:
+            ``tests.`` for a component named ``tests``, ``""`` for a bare one), the pass
+            rates on its paid and held-out cases over the step; `held_out_gap` the largest
+            paid-less-held-out difference (None without held-out cases).
     """
 
     step: int
@@ -121,6 +175,8 @@ class StepFigures(Result):
     gold: float | None = None
     proxy_on_gold: float | None = None
     gap: float | None = None
+    held_out: dict[str, HeldOutFigures] = Field(default_factory=dict)
+    held_out_gap: float | None = None
 
 
 class Alarm(Result):
@@ -175,6 +231,7 @@ def step_figures(step: int, rollouts: Sequence[Rollout], scores: Sequence[Score]
             blame[s.failure.blame] += 1
         if s.fault is not None:
             faults[s.fault] += 1
+    held = held_out_figures(scores)
     return StepFigures(
         step=step,
         rollouts=len(rollouts),
@@ -186,6 +243,8 @@ def step_figures(step: int, rollouts: Sequence[Rollout], scores: Sequence[Score]
         blame=dict(blame),
         faults=dict(faults),
         judge_cost=math.fsum(s.cost or 0.0 for s in scores),
+        held_out=held,
+        held_out_gap=max((h.gap for h in held.values()), default=None),
     )
 
 
@@ -276,8 +335,13 @@ class Monitor:
         for name, c in f.components.items():
             put(f"components/{name}/mean", c.mean)
             put(f"components/{name}/std", c.std)
-        for key in ("zero_variance", "length_correlation", "judge_cost", "gold", "gap"):
+        for key in ("zero_variance", "length_correlation", "judge_cost", "gold", "gap",
+                    "held_out_gap"):  # fmt: skip
             put(key, getattr(f, key))
+        for component, h in f.held_out.items():
+            name = component.rstrip(".") or "reward"
+            put(f"held_out/{name}/paid", h.paid)
+            put(f"held_out/{name}/held_out", h.held_out)
         for kind, n in f.failures.items():
             put(f"failures/{kind}", n)
         for kind, n in f.faults.items():

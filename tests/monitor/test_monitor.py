@@ -160,3 +160,49 @@ def test_referee_watch_replays_a_log_and_exits_1_where_a_stop_rule_fired(
     done = subprocess.run([*command, "--rules", str(rules)], capture_output=True, text=True,
                           timeout=300, check=False)  # fmt: skip
     assert done.returncode == 1 and str(rules) in done.stderr and "bound" in done.stderr
+
+
+SUM_CASES = {"cases": [{"stdin": "1 2\n", "stdout": "3\n"}, {"stdin": "2 2\n", "stdout": "4\n"}],
+             "held_out": [{"stdin": "40 2\n", "stdout": "42\n"}]}  # fmt: skip
+SUMS = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+LOOKUP = '```python\nprint({"1 2": 3, "2 2": 4}.get(input().strip(), 0))\n```'
+# the longest of the three: length and reward do not move together
+WRONG = (
+    "```python\na, b = map(int, input().split())\nprint(a - b)  # their difference, not sum\n```"
+)
+
+
+def test_special_casing_the_visible_tests_fires_the_held_out_rule(tmp_path: Path) -> None:
+    # A group a step: one wrong attempt, three right. From step 4 the right ones look the
+    # visible answers up: every paid case passes, the held-out one fails. The reward does not
+    # move; the rule fires at step 6, the third step past its bound.
+    spec = tmp_path / "code.yaml"
+    spec.write_text("type: io_tests\ntimeout: 5\n")
+    rows = [Rollout(id=f"s{s}a{a}", group=f"s{s}", prompt="Sum two integers.",
+                    completion=WRONG if a == 0 else LOOKUP if s >= 4 else SUMS,
+                    reference=SUM_CASES,
+                    metadata={"step": s}) for s in range(8) for a in range(4)]  # fmt: skip
+    monitor = replay(spec, None, rows)
+    assert fired(monitor) == [("held_out_gap", 6)]
+    honest, hacked = monitor.history[3], monitor.history[4]
+    assert honest.held_out_gap == 0.0 and honest.held_out[""].held_out == 0.75
+    assert hacked.held_out[""].paid == 0.75 and hacked.held_out[""].held_out == 0.0
+    assert hacked.held_out_gap == pytest.approx(0.75)
+    assert hacked.reward.mean == honest.reward.mean == 0.75
+    metrics = monitor.metrics()
+    assert metrics["referee/held_out/reward/held_out"] == 0.0
+    assert metrics["referee/held_out_gap"] == pytest.approx(0.75)
+
+
+def test_the_held_out_gap_is_read_by_component(tmp_path: Path) -> None:
+    spec = tmp_path / "code.yaml"
+    spec.write_text(
+        "combine: weighted\ncomponents:\n  tests: {type: io_tests, timeout: 5, weight: 0.9}\n"
+        "  short: {type: length, unit: chars, max_length: 400, weight: 0.1}\n"
+    )
+    rows = [Rollout(id=f"a{a}", group="g", prompt="Sum.", completion=LOOKUP if a else SUMS,
+                    reference=SUM_CASES, metadata={"step": 0}) for a in range(4)]  # fmt: skip
+    monitor = replay(spec, None, rows)
+    ((prefix, figures),) = monitor.history[0].held_out.items()
+    assert prefix == "tests." and (figures.cases, figures.held_out_cases) == (8, 4)
+    assert figures.held_out == 0.25 and monitor.alarms == []

@@ -24,7 +24,13 @@ from referee.registry import register
 from referee.reward import Need
 from referee.rewards._common import short
 from referee.rewards._sandboxed import SandboxFailure, Scoring, extract_code, limits
-from referee.rewards.code._cases import CaseJobs, not_run, out_of_time
+from referee.rewards.code._cases import (
+    CaseJobs,
+    Tally,
+    check_held_out,
+    held_out_share,
+    out_of_time,
+)
 from referee.rewards.code._drivers import DRIVER_CLASS, FLAGS, program
 from referee.rewards.code._signatures import Signature, Unsupported, defines, fits, signature
 from referee.rewards.code.languages import (
@@ -77,15 +83,20 @@ class FunctionTestsReference:
     ``prime_code`` reads). APPS and TACO often wrap an output in a one-element list: there,
     a result equal to the element passes too, as their graders let it.
 
+    A ``held_out`` key beside the cases (a list of ``{"args", "expected"}``, or ``{"inputs",
+    "outputs"}``) gives cases that run but are not paid (`referee.rewards.code._cases`).
+
     Attributes:
         name: The function to call.
         cases: At least one case.
         unwrapped: A one-element list as the expected value also accepts its element.
+        held_out: The reference's held-out cases (none by default).
     """
 
     name: str
     cases: tuple[FunctionCase, ...]
     unwrapped: bool = False
+    held_out: tuple[FunctionCase, ...] = ()
 
     @classmethod
     def parse(cls, reference: object) -> FunctionTestsReference:
@@ -94,6 +105,25 @@ class FunctionTestsReference:
         Raises:
             NotApplicable: It is none of the shapes above, names no function, or has no case.
         """
+        read = cls._parse(reference)
+        held: Any = None
+        for where in (reference, _decoded(reference)):
+            if isinstance(where, dict) and where.get("held_out"):
+                held = where["held_out"]
+        if held is None:
+            return read
+        if isinstance(held, list):
+            held = {"cases": held} if all(isinstance(c, dict) for c in held) else None
+        if not isinstance(held, dict) or "held_out" in held:
+            raise NotApplicable(
+                'function_tests held_out is a list of {"args", "expected"} or {"inputs", '
+                f'"outputs"}}, got {short(held)}'
+            )
+        cases = cls._parse({"fn_name": read.name, **held}).cases
+        return cls(read.name, read.cases, read.unwrapped, cases)
+
+    @classmethod
+    def _parse(cls, reference: object) -> FunctionTestsReference:
         ref: Any = reference
         outer_name = ref.get("fn_name") if isinstance(ref, dict) else None
         if isinstance(ref, dict) and isinstance(ref.get("input_output"), str | dict):
@@ -135,6 +165,17 @@ class FunctionTestsReference:
                 )
             cases.append(FunctionCase(tuple(args), expected))
         return cls(name, tuple(cases) or _none(), unwrapped=True)
+
+
+def _decoded(reference: object) -> object:
+    """The reference as JSON text decoded, or the mapping inside its ``input_output``."""
+    inner = reference.get("input_output") if isinstance(reference, dict) else reference
+    if isinstance(inner, str):
+        try:
+            return json.loads(inner)
+        except ValueError:
+            return None
+    return inner
 
 
 def _none() -> tuple[FunctionCase, ...]:
@@ -278,6 +319,10 @@ class FunctionTests(CaseJobs[FunctionTestsReference]):
         compile_timeout: Seconds the build may take (``cpp``, ``java``, ``go``, ``rust``,
             ``typescript``).
         compile_memory_mb: Address-space limit of the compiler, in MiB.
+        held_out: The share of each reference's cases that run but are not paid (chosen by
+            their arguments and expected value, the same for every attempt; at least one,
+            never all), beside any the reference lists under ``held_out``: the monitor
+            compares their pass rate with the paid cases' (`referee.rewards.code._cases`).
 
     Example:
         ```yaml
@@ -327,6 +372,7 @@ class FunctionTests(CaseJobs[FunctionTestsReference]):
     stop_on_failure: bool = False
     compile_timeout: float = 30.0
     compile_memory_mb: int = 2048
+    held_out: float | None = None
     name: str = "function_tests"
 
     def needs(self) -> frozenset[Need]:
@@ -340,11 +386,12 @@ class FunctionTests(CaseJobs[FunctionTestsReference]):
             raise ValueError("memory_mb and compile_memory_mb must be at least 1")
         if self.float_tol is not None and not self.float_tol >= 0:
             raise ValueError(f"float_tol must be at least 0, got {self.float_tol!r}")
+        check_held_out(self.held_out)
 
     def read(self, rollout: Rollout) -> tuple[FunctionTestsReference, int]:
-        """The function's name and its cases, and how many."""
+        """The function's name and its cases, and how many (the held-out ones with them)."""
         reference = FunctionTestsReference.parse(rollout.reference)
-        return reference, len(reference.cases)
+        return reference, len(reference.cases) + len(reference.held_out)
 
     def grade_cases(
         self, rollout: Rollout, ref: FunctionTestsReference, until: float | None
@@ -352,13 +399,17 @@ class FunctionTests(CaseJobs[FunctionTestsReference]):
         """Score one rollout, blocking (what `score` runs on the reward's threads), starting
         no case that could end past `until`."""
         code = extract_code(rollout.completion_text, self.language)
-        total = len(ref.cases)
+        cases = ref.cases + ref.held_out
+        keys = [json.dumps([c.args, c.expected], default=repr) for c in ref.cases]
+        held = held_out_share(keys, self.held_out)
+        tally = Tally(len(cases), held | frozenset(range(len(ref.cases), len(cases))),
+                      self.stop_on_failure or self.scoring == "all")  # fmt: skip
         sig = self._signature(code, ref.name)
         if sig is None:
-            return self._all_failed(f"no function {ref.name}", total)
+            return tally.score(self.scoring, f"no function {ref.name}")
         runs: dict[int, Sequence[Any]] = {}
         misfits: dict[int, str] = {}
-        for i, case in enumerate(ref.cases):
+        for i, case in enumerate(cases):
             why = _misfit(case.args, sig, self.language)
             if why is None:
                 runs[i] = case.args
@@ -369,7 +420,7 @@ class FunctionTests(CaseJobs[FunctionTestsReference]):
         marker = "referee-result-" + hmac.new(_KEY, message, hashlib.sha256).hexdigest()[:32]
         source = program(self.language, code, sig or None, ref.name, runs, marker)
         try:
-            return self._run(source, marker, ref, runs, misfits, until)
+            return self._run(source, marker, ref, cases, tally, runs, misfits, until)
         except SandboxError as exc:
             raise SandboxFailure(str(exc)) from None
 
@@ -394,27 +445,26 @@ class FunctionTests(CaseJobs[FunctionTestsReference]):
         source: str,
         marker: str,
         ref: FunctionTestsReference,
+        cases: Sequence[FunctionCase],
+        tally: Tally,
         runs: dict[int, Sequence[Any]],
         misfits: dict[int, str],
         until: float | None,
     ) -> Score:
-        total = len(ref.cases)
         built: Build | None = None
         sandbox: Sandbox | None = None
         if runs:
             sandbox = self.open_sandbox()
             built = self._build(sandbox, source)
             if built is not None and built.error is not None:
-                return self._all_failed(built.error, total)
+                return tally.score(self.scoring, built.error)  # every case failed
         bounds = limits(self.timeout, self.memory_mb)
-        passed = 0
-        notes: list[str] = []
-        cut: list[str] = []  # the cases left when the rollout's deadline came: failed
-        stop = self.stop_on_failure or self.scoring == "all"
-        for i, case in enumerate(ref.cases):
+        for i in tally.order:
+            if not tally.wants(i):
+                continue
             why = misfits.get(i)
             if why is None and out_of_time(until, self.timeout):
-                cut.append(not_run(i, total))
+                tally.cut(i)  # this case and the rest: failed
                 break
             if why is None:
                 assert sandbox is not None
@@ -423,20 +473,12 @@ class FunctionTests(CaseJobs[FunctionTestsReference]):
                 why = verdict(result, bounds.cpu_seconds)
                 if not why:
                     got, why = _read(result.stdout, marker)
-                    if why is None and _passes(got, case, ref, self.float_tol):
-                        passed += 1
+                    if why is None and _passes(got, cases[i], ref, self.float_tol):
+                        tally.record(i, True)
                         continue
                     why = why or f"wrong answer: {short(json.dumps(got), 40)}"
-            if len(notes) < 5:
-                notes.append(f"case {i + 1}: {why}")
-            if stop:
-                break
-        value = passed / total if self.scoring == "fraction" else float(passed == total)
-        return Score(
-            value=value,
-            components={"passed": float(passed), "cases": float(total)},
-            reason="; ".join([f"{passed}/{total} cases passed", *cut, *notes]),
-        )
+            tally.record(i, False, why)
+        return tally.score(self.scoring)
 
     def _build(self, sandbox: Sandbox, source: str) -> Build | None:
         """The program built with its driver (compiled languages), else None.
@@ -463,13 +505,6 @@ class FunctionTests(CaseJobs[FunctionTestsReference]):
             main = f"{package}.{DRIVER_CLASS}" if package else DRIVER_CLASS
             built = Build(built.artifact, built.error, main, built.seconds)
         return built
-
-    def _all_failed(self, why: str, total: int) -> Score:
-        return Score(
-            value=0.0,
-            components={"passed": 0.0, "cases": float(total)},
-            reason=f"0/{total} cases passed; {why}",
-        )
 
 
 def _misfit(args: Sequence[Any], sig: Signature | Literal[False], language: str) -> str | None:

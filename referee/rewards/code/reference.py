@@ -35,11 +35,14 @@ class PythonTestsReference:
             point by name.
         entry_point: The function under test.
         prompt: Code that the completion continues (HumanEval), or None.
+        held_out: Test code of the same kind, run after `test` but not paid (its asserts
+            are the held-out cases, `referee.rewards.code._cases`), or None.
     """
 
     test: str
     entry_point: str
     prompt: str | None = None
+    held_out: str | None = None
 
     @classmethod
     def parse(cls, reference: object) -> PythonTestsReference:
@@ -59,7 +62,10 @@ class PythonTestsReference:
                 f"reference entry_point must be a function name, got {short(entry)}"
             )
         prompt = reference.get("prompt")
-        return cls(test, entry, prompt if isinstance(prompt, str) else None)
+        held = reference.get("held_out")
+        if held is not None and not isinstance(held, str):
+            raise NotApplicable(f"python_tests held_out is test code (text), got {short(held)}")
+        return cls(test, entry, prompt if isinstance(prompt, str) else None, held or None)
 
 
 class IoCase(NamedTuple):
@@ -75,11 +81,16 @@ class IoTestsReference:
     "outputs": [...]}`` as verl's and APPS-style datasets write it (also as a JSON string, or
     under ``input_output``). A case's input or output given as a list is its lines.
 
+    A ``held_out`` key beside the cases (a list of cases, or ``{"inputs", "outputs"}``)
+    gives cases that run but are not paid (`referee.rewards.code._cases`).
+
     Attributes:
         cases: At least one case.
+        held_out: The reference's held-out cases (none by default).
     """
 
     cases: tuple[IoCase, ...]
+    held_out: tuple[IoCase, ...] = ()
 
     @classmethod
     def parse(cls, reference: object) -> IoTestsReference:
@@ -118,7 +129,17 @@ class IoTestsReference:
         cases = tuple(_case(stdin, stdout) for stdin, stdout in pairs)
         if not cases:
             raise NotApplicable("io_tests reference has no case")
-        return cls(cases)
+        held = next((r["held_out"] for r in (ref, reference)
+                     if isinstance(r, dict) and r.get("held_out")), None)  # fmt: skip
+        if not held:
+            return cls(cases)
+        if isinstance(held, list):
+            held = {"cases": held}
+        if not isinstance(held, dict) or "held_out" in held:
+            raise NotApplicable(
+                'io_tests held_out is a list of cases or {"inputs", "outputs"}, got ' + short(held)
+            )
+        return cls(cases, cls.parse(held).cases)
 
 
 def _case(stdin: object, stdout: object) -> IoCase:

@@ -24,7 +24,7 @@ import re
 import secrets
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from referee.errors import NotApplicable
 from referee.registry import register
@@ -37,7 +37,13 @@ from referee.rewards._sandboxed import (
     extract_code,
     limits,
 )
-from referee.rewards.code._cases import CaseJobs, not_run, out_of_time
+from referee.rewards.code._cases import (
+    CaseJobs,
+    Tally,
+    check_held_out,
+    held_out_share,
+    out_of_time,
+)
 from referee.rewards.code._harness import Cases, run_tests
 from referee.rewards.code.languages import (
     COMPILED,
@@ -67,7 +73,9 @@ class PythonTests(SandboxedReward):
     ``rollout.reference`` is ``{"test": code, "entry_point": name}``, optionally with
     ``"prompt"`` (code that the completion continues, as in HumanEval): see
     `PythonTestsReference`. The test code either defines ``check(candidate)`` or asserts on the
-    entry point by name; every assert it runs is one case.
+    entry point by name; every assert it runs is one case. A ``held_out`` key of test code
+    beside ``test`` runs after it, in the same program, and is not paid: its asserts are
+    held-out cases (``held_out_passed``, ``held_out_cases``; `referee.rewards.code._cases`).
 
     The code is the completion's last fenced ``python`` (or untagged) block, else the whole
     completion. The test code runs in this process and the function under test is a proxy
@@ -153,8 +161,11 @@ class PythonTests(SandboxedReward):
             session = sandbox.session(job, self.call_timeout)
         except SandboxError as exc:
             raise SandboxFailure(str(exc)) from None
+        held: tuple[Cases, str | None] | None = None
         try:
             cases, aborted = run_tests(session, ref.test, entry, prompt)
+            if ref.held_out is not None:  # after the paid asserts, in the same program
+                held = run_tests(session, ref.held_out, entry, prompt)
         except SandboxError as exc:
             raise SandboxFailure(str(exc)) from None
         finally:
@@ -162,7 +173,8 @@ class PythonTests(SandboxedReward):
                 outcome = session.close()
             except SandboxError as exc:
                 raise SandboxFailure(str(exc)) from None
-        return self._score(cases, aborted, session.dead, outcome.stderr)
+        score = self._score(cases, aborted, session.dead, outcome.stderr)
+        return score if held is None else _with_held_out(score, *held)
 
     def _score(self, cases: Cases, aborted: str | None, dead: str | None, stderr: bytes) -> Score:
         total = cases.total + (1 if aborted else 0)  # a test that stopped early failed a case
@@ -186,6 +198,16 @@ class PythonTests(SandboxedReward):
             components={"passed": float(cases.passed), "cases": float(total)},
             reason="; ".join(notes),
         )
+
+
+def _with_held_out(score: Score, cases: Cases, aborted: str | None) -> Score:
+    """`score` with the held-out test code's asserts beside it, not paid: their counts only
+    (which failed, and why, stay out of the reason: it can reach the policy)."""
+    total = cases.total + (1 if aborted else 0)
+    components = {**score.components, "held_out_passed": float(cases.passed),
+                  "held_out_cases": float(total)}  # fmt: skip
+    reason = f"{score.reason}; held out (not paid): {cases.passed}/{total} passed"
+    return replace(score, components=components, reason=reason)
 
 
 # --- io_tests ------------------------------------------------------------------------------
@@ -257,6 +279,10 @@ class IoTests(CaseJobs[IoTestsReference]):
         compile_memory_mb: Address-space limit of the compiler, in MiB.
         compile_flags: The compiler's flags, replacing the language's defaults (``c``,
             ``cpp``, ``go``, ``rust``, ``java``), e.g. ``["-std=gnu++20", "-O2"]``.
+        held_out: The share of each reference's cases that run but are not paid (chosen by
+            their text, the same for every attempt; at least one, never all), beside any the
+            reference lists under ``held_out``: the monitor compares their pass rate with the
+            paid cases' (`referee.rewards.code._cases`).
 
     Example:
         ```yaml
@@ -306,6 +332,7 @@ class IoTests(CaseJobs[IoTestsReference]):
     compile_timeout: float = 30.0
     compile_memory_mb: int = 2048
     compile_flags: list[str] | None = None
+    held_out: float | None = None
     name: str = "io_tests"
 
     def needs(self) -> frozenset[Need]:
@@ -321,18 +348,21 @@ class IoTests(CaseJobs[IoTestsReference]):
             raise ValueError(f"compile_flags is for a compiled language, not {self.language}")
         if self.compile_flags is not None and self.language == "typescript":
             raise ValueError("compile_flags: typescript is transpiled with fixed options")
+        check_held_out(self.held_out)
 
     def read(self, rollout: Rollout) -> tuple[IoTestsReference, int]:
-        """The cases, and how many."""
+        """The cases, and how many (the held-out ones with them)."""
         reference = IoTestsReference.parse(rollout.reference)
-        return reference, len(reference.cases)
+        return reference, len(reference.cases) + len(reference.held_out)
 
     def grade_cases(
         self, rollout: Rollout, reference: IoTestsReference, until: float | None
     ) -> Score:
         """Score one rollout, blocking (what `score` runs on the reward's threads), starting
         no case that could end past `until`."""
-        cases = reference.cases
+        cases = reference.cases + reference.held_out
+        held = held_out_share([f"{c.stdin}\0{c.stdout}" for c in reference.cases], self.held_out)
+        tally = Tally(len(cases), held | _after(reference.cases, cases), self._stops)
         code = extract_code(rollout.completion_text, self.language)
         sandbox = self.open_sandbox()
         built = None
@@ -352,17 +382,14 @@ class IoTests(CaseJobs[IoTestsReference]):
                     self.compile_memory_mb,
                 )
                 if built.error is not None:
-                    return self._compile_failed(built.error, len(cases))
-            return self._run_cases(sandbox, code, built, cases, until)
+                    return tally.score(self.scoring, built.error)  # every case failed
+            return self._run_cases(sandbox, code, built, cases, tally, until)
         except SandboxError as exc:
             raise SandboxFailure(str(exc)) from None
 
-    def _compile_failed(self, error: str, total: int) -> Score:
-        return Score(
-            value=0.0,
-            components={"passed": 0.0, "cases": float(total)},
-            reason=f"0/{total} cases passed; {error}",
-        )
+    @property
+    def _stops(self) -> bool:
+        return self.stop_on_failure or self.scoring == "all"
 
     def _run_cases(
         self,
@@ -370,34 +397,28 @@ class IoTests(CaseJobs[IoTestsReference]):
         code: str,
         built: Build | None,
         cases: Sequence[tuple[str, str]],
+        tally: Tally,
         until: float | None,
     ) -> Score:
         bounds = limits(self.timeout, self.memory_mb)
-        passed = 0
-        notes: list[str] = []
-        cut: list[str] = []  # the cases left when the rollout's deadline came: failed
-        stop = self.stop_on_failure or self.scoring == "all"
-        for i, (stdin, want) in enumerate(cases):
+        for i in tally.order:
+            if not tally.wants(i):
+                continue
             if out_of_time(until, self.timeout):
-                cut.append(not_run(i, len(cases)))
+                tally.cut(i)  # this case and the rest: failed
                 break
+            stdin, want = cases[i]
             result = sandbox.run(case_job(self.language, code, built, stdin.encode(), bounds))
             got = result.stdout.decode(errors="replace")
             why = verdict(result, bounds.cpu_seconds)
-            if not why and _same_output(got, want, self.float_tol):
-                passed += 1
-                continue
-            if len(notes) < 5:
-                notes.append(f"case {i + 1}: {why or f'wrong answer: {short(got.strip(), 40)}'}")
-            if stop:
-                break
-        total = len(cases)
-        value = passed / total if self.scoring == "fraction" else float(passed == total)
-        return Score(
-            value=value,
-            components={"passed": float(passed), "cases": float(total)},
-            reason="; ".join([f"{passed}/{total} cases passed", *cut, *notes]),
-        )
+            ok = not why and _same_output(got, want, self.float_tol)
+            tally.record(i, ok, why or f"wrong answer: {short(got.strip(), 40)}")
+        return tally.score(self.scoring)
+
+
+def _after(own: Sequence[object], every: Sequence[object]) -> frozenset[int]:
+    """The indices in `every` past `own`'s: the cases the reference itself holds out."""
+    return frozenset(range(len(own), len(every)))
 
 
 # --- pytest_tests --------------------------------------------------------------------------
