@@ -18,6 +18,7 @@ right)::
     ├── SandboxError          the sandbox could not run a job            (a reward: "sandbox")
     ├── ProgramError          a call into sandboxed code raised, timed out or its program died
     ├── ClusterError          a distributed engine lost the workers it scored on, past its retries
+    ├── MonitorStopped        a training monitor's stop rule fired (in a trainer without a callback)
     └── MissingDependency     an optional package is not installed; says which extra to install
 
 A reward never lets an exception escape into a training loop: `RewardError` (and any other
@@ -38,6 +39,7 @@ __all__ = [
     "MissingDependency",
     "MissingInput",
     "ModelLoadError",
+    "MonitorStopped",
     "NotApplicable",
     "ProgramError",
     "RefereeError",
@@ -216,6 +218,24 @@ class ClusterError(RefereeError):
         super().__init__(message)
         self.address = address
         self.lost = tuple(lost)
+
+
+class MonitorStopped(RefereeError):
+    """A `referee.monitor.Monitor` stop rule fired, where the trainer has no callback to stop
+    on (verl's reward manager raises it): the run ends on its last saved checkpoint.
+
+    Attributes:
+        rule: The rule that fired.
+        step: The step it fired at.
+    """
+
+    def __init__(self, alarm: object) -> None:
+        self.rule = str(getattr(alarm, "rule", ""))
+        self.step = int(getattr(alarm, "step", -1))
+        super().__init__(
+            f"referee monitor stopped the run at step {self.step}: rule {self.rule}: "
+            f"{getattr(alarm, 'message', '')}"
+        )
 
 
 class MissingDependency(RefereeError, ImportError):

@@ -256,14 +256,22 @@ class Monitor:
         gold_sample: Rollouts of each step the gold reward scores (the first of each group
             first, so the sample spans groups).
         rules: The rules (`DEFAULT_RULES` when not given).
+        timeline: A JSONL file each step appends a line to: ``{"step", "figures", "alarms"}``
+            (the alarms that step fired), for `referee watch`-like reading after the run.
     """
 
     def __init__(
-        self, gold: Reward | None = None, *, gold_sample: int = 16, rules: Rules = DEFAULT_RULES
+        self,
+        gold: Reward | None = None,
+        *,
+        gold_sample: int = 16,
+        rules: Rules = DEFAULT_RULES,
+        timeline: str | Path | None = None,
     ) -> None:
         self.gold = gold
         self.gold_sample = gold_sample
         self.rules = rules
+        self.timeline = None if timeline is None else Path(timeline)
         self.history: list[StepFigures] = []
         self.alarms: list[Alarm] = []
         self._runs: dict[str, int] = {}
@@ -300,8 +308,51 @@ class Monitor:
                     "gap": proxy - gold_mean,
                 })  # fmt: skip
         self.history.append(figures)
+        fired = len(self.alarms)
         self._check(figures)
+        if self.timeline is not None:
+            import json
+
+            line = {"step": step, "figures": figures.to_dict(),
+                    "alarms": [a.to_dict() for a in self.alarms[fired:]]}  # fmt: skip
+            self.timeline.parent.mkdir(parents=True, exist_ok=True)
+            with self.timeline.open("a", encoding="utf-8") as out:
+                out.write(json.dumps(line) + "\n")
         return figures
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], where: str = "monitor") -> Monitor:
+        """A monitor from a trainer config's mapping: ``gold`` (a spec path or mapping),
+        ``gold_sample``, ``rules`` (a rules file or mapping), ``timeline`` (a JSONL path).
+
+        Raises:
+            SpecError: An unknown key, or a gold spec or rules that do not load; it names
+                `where`.
+        """
+        from pydantic import ValidationError
+
+        from referee.errors import SpecError
+        from referee.spec import load
+
+        unknown = sorted(set(options) - {"gold", "gold_sample", "rules", "timeline"})
+        if unknown:
+            raise SpecError(f"{where}: unknown option(s) {unknown}; it takes gold, gold_sample, "
+                            "rules, timeline")  # fmt: skip
+        rules: Any = options.get("rules")
+        try:
+            if isinstance(rules, (str, Path)):
+                rules = Rules.read(rules)
+            elif rules is not None:
+                rules = Rules.model_validate(dict(rules))
+        except ValidationError as exc:
+            raise SpecError(f"{where}.rules: not valid monitor rules: {exc}") from None
+        gold = options.get("gold")
+        return cls(
+            None if gold is None else load(gold),
+            gold_sample=int(options.get("gold_sample", 16)),
+            rules=rules or DEFAULT_RULES,
+            timeline=options.get("timeline"),
+        )
 
     def _check(self, figures: StepFigures) -> None:
         for name, rule in self.rules:

@@ -464,3 +464,46 @@ def test_the_reward_function_loads_without_verl_and_the_managers_with_it() -> No
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_batch_manager_runs_the_monitor_and_a_stop_rule_ends_the_run(tmp_path: Path) -> None:
+    # Two groups of two attempts a step; from step 11 every attempt gives the right answer,
+    # so no group varies: the stop rule (2 steps past 0.5) fires at step 12, verl's step.
+    from referee.errors import MonitorStopped
+
+    timeline = tmp_path / "monitor.jsonl"
+    rules = {"zero_variance": {"bound": 0.5, "steps": 2, "action": "stop"}}
+    manager = rv.RefereeRewardManager(
+        tiny.tokenizer(), spec={"type": "contains"},
+        monitor={"rules": rules, "timeline": str(timeline)},
+    )  # fmt: skip
+    tok = tiny.tokenizer()
+    for step in (10, 11):
+        answers = ["4", "5", "4", "5"] if step == 10 else ["4"] * 4
+        batch = make_batch(tok, [("2+2?", a, "4") for a in answers], uids=["a", "a", "b", "b"])
+        batch.meta_info["global_steps"] = step
+        extra = manager(batch, return_dict=True)["reward_extra_info"]
+        assert extra["referee/monitor/zero_variance"] == [0.0 if step == 10 else 1.0] * 4
+    batch.meta_info["global_steps"] = 12
+    with pytest.raises(MonitorStopped, match="step 12: rule zero_variance") as stopped:
+        manager(batch, return_dict=True)
+    assert (stopped.value.rule, stopped.value.step) == ("zero_variance", 12)
+    lines = [json.loads(line) for line in timeline.read_text().splitlines()]
+    assert [line["step"] for line in lines] == [10, 11, 12]
+    assert [a["rule"] for line in lines for a in line["alarms"]] == ["zero_variance"]
+    assert lines[0]["figures"]["reward"]["mean"] == 0.5
+
+
+def test_the_reward_loop_refuses_a_monitor_rather_than_ignoring_it(tmp_path: Path) -> None:
+    config = loop_config(tmp_path, {}, {"spec": {"type": "contains"}, "monitor": {}}, n=1,
+                         workers=1)  # fmt: skip
+    with pytest.raises(SpecError, match=r"reward_kwargs\.monitor: the reward loop"):
+        rv.RefereeRewardLoopManager(config, tiny.tokenizer(), compute_score=None)
+
+
+def test_a_monitor_option_that_is_wrong_is_named() -> None:
+    with pytest.raises(
+        SpecError, match=r"reward_kwargs.monitor: unknown option\(s\) \['gold_spec'\]"
+    ):
+        rv.RefereeRewardManager(tiny.tokenizer(), spec={"type": "contains"},
+                                monitor={"gold_spec": "x.yaml"})  # fmt: skip

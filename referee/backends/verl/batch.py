@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -24,6 +25,8 @@ from referee.backends.verl.function import (
 from referee.rollout import Rollout
 
 __all__ = ["RefereeRewardManager", "item_rollout", "options_of"]
+
+logger = logging.getLogger("referee.verl")
 
 
 def _valid_ids(item: Any) -> tuple[Any, Any, int]:
@@ -139,6 +142,14 @@ class RefereeRewardManager(AbstractRewardManager):
     trajectory, and a reward's per-turn values (``Score.steps``, one per assistant turn) are
     placed each at the last token of its turn; a sample whose steps do not line up with its
     turns gets its total at the last token, as without ``per_turn``.
+
+    With ``monitor`` (``+reward.reward_kwargs.monitor={gold: strict.yaml, timeline:
+    monitor.jsonl}``; keys as `referee.monitor.Monitor.from_options`) each batch is a step
+    (verl's ``global_steps`` where the batch carries it) given to a `referee.monitor.Monitor`:
+    its figures join the extra info as ``referee/monitor/...`` (the same on every sample, so
+    verl's means of them are the figures) and its timeline is written; a ``stop`` rule that
+    fires raises `referee.errors.MonitorStopped`, naming the rule and the step, so the run
+    ends on its last saved checkpoint.
     """
 
     def __init__(
@@ -150,12 +161,17 @@ class RefereeRewardManager(AbstractRewardManager):
         spec: str | Mapping[str, Any] | None = None,
         failure_value: float = DEFAULT_FAILURE_VALUE,
         per_turn: bool = False,
+        monitor: Mapping[str, Any] | None = None,
         **_: Any,
     ) -> None:
+        from referee.monitor import Monitor
+
         self.tokenizer = tokenizer
         self.reward = reward_for(spec, door=manager_door(per_turn))
         self.failure_value = failure_value
         self.per_turn = per_turn
+        where = "reward_kwargs.monitor"
+        self.monitor = None if monitor is None else Monitor.from_options(dict(monitor), where)
 
     def __call__(self, data: Any, return_dict: bool = False) -> Any:
         rollouts, lengths, all_spans = [], [], []
@@ -177,6 +193,26 @@ class RefereeRewardManager(AbstractRewardManager):
                 reward_tensor[i, length - 1] = total(score, self.failure_value)
             for key, logged in result.items():
                 extra[key].append(logged)
+        if self.monitor is not None:
+            extra |= self._observe(data, rollouts, scores)
         if return_dict:
             return {"reward_tensor": reward_tensor, "reward_extra_info": extra}
         return reward_tensor
+
+    def _observe(self, data: Any, rollouts: list[Rollout], scores: list[Any]) -> dict[str, Any]:
+        """The batch as one step of the monitor; its figures, a value per sample."""
+        from referee._aio import run_sync
+        from referee.errors import MonitorStopped
+
+        assert self.monitor is not None
+        step = (getattr(data, "meta_info", None) or {}).get("global_steps")
+        step = int(step) if step is not None else len(self.monitor.history)
+        fired = len(self.monitor.alarms)
+        run_sync(self.monitor.observe(step, rollouts, scores))
+        for alarm in self.monitor.alarms[fired:]:
+            logger.warning("referee monitor: step %s: %s %s", alarm.step, alarm.action,
+                           alarm.message)  # fmt: skip
+        stopped = self.monitor.stopped
+        if stopped is not None and stopped.step == step:
+            raise MonitorStopped(stopped)
+        return {k: [v] * len(rollouts) for k, v in self.monitor.metrics("referee/monitor/").items()}

@@ -21,6 +21,7 @@ from referee.backends.verl.function import (
     result_dict,
     reward_for,
 )
+from referee.errors import SpecError
 from referee.reward import needs_groups
 from referee.rollout import Rollout
 from referee.scores import Score
@@ -96,6 +97,12 @@ class RefereeRewardLoopManager(RewardManagerBase):
     ) -> None:
         super().__init__(config, tokenizer, compute_score)
         options = options_of(config)
+        if options.get("monitor") is not None:  # never ignored silently
+            raise SpecError(
+                "reward_kwargs.monitor: the reward loop scores one sample at a time on each "
+                "worker, so no worker sees a step; use the batch manager (RefereeRewardManager, "
+                "reward_manager.name=referee with the legacy reward path) or TRL's callback"
+            )
         self.per_turn = bool(options.get("per_turn", False))
         self.reward = reward_for(options.get("spec"), door=manager_door(self.per_turn))
         self.spec: str | Mapping[str, Any] = options["spec"]
