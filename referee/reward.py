@@ -539,6 +539,7 @@ class CheckReward(RewardBase):
     # (the `deadline` it was computed for, `deadline_seconds`): read once per deadline on the
     # inline path, where a property call per rollout would be a measurable share of a check.
     _deadline: tuple[object, float | None] = (object(), None)
+    _prepared: bool = False  # `prepare` has run for this instance, in this process
 
     @abstractmethod
     def check(self, rollout: Rollout) -> RewardResult:
@@ -548,6 +549,14 @@ class CheckReward(RewardBase):
         """One-time set-up a check needs (imports, parsers, tables), run once per worker
         process when it loads the reward, and in the pool's zygote before it forks workers,
         so it never counts against the first check's deadline. Nothing by default."""
+
+    def _prepare_once(self) -> None:
+        """`prepare`, once per instance: a set-up that raises is left to the check, which
+        meets the same error and says it."""
+        with contextlib.suppress(Exception):
+            self.prepare()
+        with contextlib.suppress(AttributeError):  # a slotted class prepares every time
+            self._prepared = True
 
     @property
     def is_sync(self) -> bool:
@@ -567,6 +576,8 @@ class CheckReward(RewardBase):
         turned into Failures."""
         where = self.run_in or self.default_run_in
         if where == "inline" or in_worker():
+            if not self._prepared:  # in this process, outside the first check's deadline
+                self._prepare_once()
             return self.check_within(rollout, self._seconds())
         if where == "process":
             return pool().score(self, [rollout])[0]

@@ -570,3 +570,32 @@ def test_a_stray_interrupt_in_a_coroutine_step_fails_it_clearly() -> None:
     assert score.failure is not None and score.failure.type == "error"
     assert "meant for another check's deadline" in score.failure.message
     assert "cannot reuse already awaited coroutine" not in score.failure.message
+
+
+@dataclass(kw_only=True)
+class _SlowToSetUp(referee.CheckReward):
+    """A check whose one-time set-up (an import, a table) takes longer than its deadline."""
+
+    name: str = "slow_set_up"
+    deadline: float | None = 0.3
+    run_in: Any = None
+    set_ups: ClassVar[list[float]] = []
+
+    def prepare(self) -> None:
+        time.sleep(0.6)
+        self.set_ups.append(time.monotonic())
+
+    def check(self, rollout: Rollout) -> Score:
+        return Score(value=1.0)
+
+
+@pytest.mark.parametrize("run_in", ["inline", "process"])
+def test_a_checks_set_up_never_counts_against_its_first_deadline(run_in: str) -> None:
+    # instruction_following's first check loaded langdetect's profiles inside its deadline;
+    # on a loaded machine the process path then paid the policy 0 for the machine's slowness.
+    reward = _SlowToSetUp(run_in=run_in)
+    _SlowToSetUp.set_ups.clear()
+    scores = referee.score(reward, [Rollout(id=str(i), completion="x") for i in range(3)])
+    assert [s.value for s in scores] == [1.0] * 3, [s.reason for s in scores]
+    if run_in == "inline":
+        assert len(_SlowToSetUp.set_ups) == 1  # once per instance, not per check

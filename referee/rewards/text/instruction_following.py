@@ -16,6 +16,7 @@ instruction-level one (``scoring: fraction``).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 from collections import Counter
 from dataclasses import dataclass, field
@@ -127,6 +128,15 @@ class InstructionFollowing(CheckReward):
             return parse_instructions(reference, where=where)
         except ValueError as exc:
             raise NotApplicable(str(exc)) from None
+
+    def prepare(self) -> None:
+        """Load NLTK's and langdetect's tools once per process, outside the deadline (a worker
+        runs it when it loads this reward): the first check paid for them, and on a loaded
+        machine ran past its deadline, a 0 the policy did not cause."""
+        from referee.verifiers.ifeval._language import prepare
+
+        with contextlib.suppress(MissingDependency):  # the check says what to install
+            prepare()
 
     def check(self, rollout: Rollout) -> Score:
         instructions = self._instructions(rollout)

@@ -148,6 +148,14 @@ def _langdetect() -> tuple[Any, Any, Any]:
     return factory_module._factory, detector.Detector, errors.LangDetectException
 
 
+def prepare() -> None:
+    """Load the tools once, outside any check's deadline: Punkt's English model, the word
+    tokenizer, langdetect's 55 language profiles (the slow part, a second or more)."""
+    _sentence_tokenizer()
+    _word_tokenizer()
+    _langdetect()
+
+
 def detect_language(text: str) -> str | None:
     """``langdetect.detect(text)`` with seed 0; None where langdetect raises (no features)."""
     factory, detector_class, error = _langdetect()
