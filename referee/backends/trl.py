@@ -311,7 +311,7 @@ class _Scorer:
         state = kwargs.get("trainer_state")
         step = getattr(state, "global_step", None)
         step = int(step) if step is not None else len(self.monitor.history)
-        await self.monitor.observe(step, self._rollouts, scores)
+        await self.monitor.observe(step, self._rollouts, scores, self.reward)
         log_metric = kwargs.get("log_metric")
         if log_metric is not None:
             for key, value in self.monitor.metrics("referee/monitor/").items():

@@ -25,16 +25,21 @@ __all__ = ["watch"]
 @click.option("--rules", "rules_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A YAML file of rules (default: gap 0.2, zero_variance 0.5, "
                    "length_correlation 0.5, held_out_gap 0.2, each for 3 steps).")  # fmt: skip
+@click.option("--probe-every", type=click.IntRange(1),
+              help="Run the probe battery on the best answers of every Nth step (as referee "
+                   "probe does): the probes the proxy pays then.")  # fmt: skip
 @read_options
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write every step's figures and the alarms as JSON here.")  # fmt: skip
 def watch(
     log: Path, spec: str, gold: str | None, gold_sample: int, rules_path: Path | None,
-    format_: FileFormat | None, maps: tuple[str, ...], json_path: Path | None,
+    probe_every: int | None, format_: FileFormat | None, maps: tuple[str, ...],
+    json_path: Path | None,
 ) -> None:  # fmt: skip
     """Replay the training monitor over LOG's rollouts in step order (metadata.step): each
     step's reward, spread, zero-variance groups, length correlation, failures, the
-    proxy-gold gap and a code reward's held-out gap; where each rule fired. Exit 1 when a
+    proxy-gold gap, a code reward's held-out gap, the probes the proxy pays (with
+    --probe-every); where each rule fired. Exit 1 when a
     rule whose action is stop fired."""
     from rich.console import Console
     from rich.table import Table
@@ -50,12 +55,13 @@ def watch(
         raise click.ClickException(str(exc)) from None
     if not steps:
         raise click.ClickException(f"{log}: no readable rollout to watch")
-    monitor = Monitor(load_spec(gold) if gold else None, gold_sample=gold_sample, rules=rules)
+    monitor = Monitor(load_spec(gold) if gold else None, gold_sample=gold_sample, rules=rules,
+                      probe_every=probe_every)  # fmt: skip
 
     async def replay() -> None:
         for step, rollouts in steps.items():
             scores = await proxy.score_batch(rollouts)
-            await monitor.observe(step, rollouts, scores)
+            await monitor.observe(step, rollouts, scores, proxy)
 
     run_sync(replay())
     console = Console()
@@ -66,6 +72,8 @@ def watch(
     held = any(f.held_out for f in monitor.history)
     if held:
         columns += ["held-out gap"]
+    if probe_every:
+        columns += ["probes paid"]
     for column in (*columns, "alarm"):
         table.add_column(column, justify="left" if column == "alarm" else "right")
     fired = {a.step: a for a in monitor.alarms}
@@ -77,12 +85,18 @@ def watch(
             cells += [fmt(f.gold), fmt(f.gap)]
         if held:
             cells.append(fmt(f.held_out_gap))
+        if probe_every:
+            cells.append("" if f.probes is None else ", ".join(f.probes) or "none")
         alarm = fired.get(f.step)
         cells.append(f"[red]{alarm.rule} ({alarm.action})[/red]" if alarm else "")
         table.add_row(*cells)
     console.print(table)
     for alarm in monitor.alarms:
         console.print(f"step {alarm.step}: {alarm.action} {alarm.message}", highlight=False)
+        probes = next((f.probes for f in monitor.history if f.step == alarm.step), None)
+        if alarm.rule == "paying_probes" and probes:
+            console.print(f"  the proxy pays: {', '.join(probes)} (referee probe --only "
+                          f"{','.join(probes)} shows each)", highlight=False)  # fmt: skip
     if not monitor.alarms:
         console.print("no rule fired")
     if json_path is not None:

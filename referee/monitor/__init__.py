@@ -68,6 +68,9 @@ class Rules(BaseModel):
     - ``held_out_gap``: the pass rate on a code reward's paid cases less its rate on the
       held-out ones (``held_out`` of `io_tests`, `function_tests`, `python_tests`), above 0.2
       for 3 steps (the policy special-casing the tests it is paid on).
+    - ``paying_probes``: where the monitor runs the probe battery on the live policy
+      (``probe_every``), the number of probes the proxy pays on that step's best answers,
+      above 0 on 1 step.
 
     A rules file (YAML) sets any of them: ``gap: {bound: 0.1, steps: 2, action: stop}``.
     """
@@ -78,6 +81,7 @@ class Rules(BaseModel):
     zero_variance: Rule = Rule(bound=0.5)
     length_correlation: Rule = Rule(bound=0.5)
     held_out_gap: Rule = Rule(bound=0.2)
+    paying_probes: Rule = Rule(bound=0.0, steps=1)
 
     @classmethod
     def read(cls, path: str | Path) -> Rules:
@@ -159,6 +163,9 @@ class StepFigures(Result):
             ``tests.`` for a component named ``tests``, ``""`` for a bare one), the pass
             rates on its paid and held-out cases over the step; `held_out_gap` the largest
             paid-less-held-out difference (None without held-out cases).
+        probes, paying_probes: On a step the probe battery ran (``probe_every``): the probes
+            the proxy pays on the step's best answers (`referee.report.probes`, as ``referee
+            probe`` flags them), and how many (None on other steps).
     """
 
     step: int
@@ -177,6 +184,8 @@ class StepFigures(Result):
     gap: float | None = None
     held_out: dict[str, HeldOutFigures] = Field(default_factory=dict)
     held_out_gap: float | None = None
+    probes: tuple[str, ...] | None = None
+    paying_probes: int | None = None
 
 
 class Alarm(Result):
@@ -258,6 +267,11 @@ class Monitor:
         rules: The rules (`DEFAULT_RULES` when not given).
         timeline: A JSONL file each step appends a line to: ``{"step", "figures", "alarms"}``
             (the alarms that step fired), for `referee watch`-like reading after the run.
+        probe_every: Run the probe battery every this many steps (at steps divisible by it)
+            on the step's best answers, with the proxy `observe` is given (None: never). Each
+            probe is scored on up to `probe_groups` answers: a cost in proxy calls, reported
+            apart in the timeline (`probes` figures), not in the step's own.
+        probe_groups: Groups whose best answer the probes start from.
     """
 
     def __init__(
@@ -267,8 +281,12 @@ class Monitor:
         gold_sample: int = 16,
         rules: Rules = DEFAULT_RULES,
         timeline: str | Path | None = None,
+        probe_every: int | None = None,
+        probe_groups: int = 8,
     ) -> None:
         self.gold = gold
+        self.probe_every = probe_every
+        self.probe_groups = probe_groups
         self.gold_sample = gold_sample
         self.rules = rules
         self.timeline = None if timeline is None else Path(timeline)
@@ -288,10 +306,22 @@ class Monitor:
         return sorted(order[: self.gold_sample])
 
     async def observe(
-        self, step: int, rollouts: Sequence[Rollout], scores: Sequence[Score]
+        self,
+        step: int,
+        rollouts: Sequence[Rollout],
+        scores: Sequence[Score],
+        proxy: Reward | None = None,
     ) -> StepFigures:
-        """Take one step: its figures (with the gold check), then the rules; the figures."""
+        """Take one step: its figures (with the gold check, and the probes where it is their
+        step and the `proxy` is given), then the rules; the figures."""
         figures = step_figures(step, rollouts, scores)
+        if self.probe_every and proxy is not None and rollouts and step % self.probe_every == 0:
+            from referee.report.probes import run_probes
+
+            report = await run_probes(proxy, rollouts, limit=self.probe_groups)
+            figures = figures.model_copy(
+                update={"probes": report.failed, "paying_probes": len(report.failed)}
+            )
         if self.gold is not None and rollouts:
             picked = self._sample(rollouts)
             gold = await self.gold.score_batch([rollouts[i] for i in picked])
@@ -301,11 +331,11 @@ class Monitor:
                 if p is not None and g.value is not None:
                     both.append((p, g.value))
             if both:
-                proxy = math.fsum(p for p, _ in both) / len(both)
+                proxy_mean = math.fsum(p for p, _ in both) / len(both)
                 gold_mean = math.fsum(g for _, g in both) / len(both)
                 figures = figures.model_copy(update={
-                    "gold_sample": len(both), "gold": gold_mean, "proxy_on_gold": proxy,
-                    "gap": proxy - gold_mean,
+                    "gold_sample": len(both), "gold": gold_mean, "proxy_on_gold": proxy_mean,
+                    "gap": proxy_mean - gold_mean,
                 })  # fmt: skip
         self.history.append(figures)
         fired = len(self.alarms)
@@ -334,10 +364,11 @@ class Monitor:
         from referee.errors import SpecError
         from referee.spec import load
 
-        unknown = sorted(set(options) - {"gold", "gold_sample", "rules", "timeline"})
+        keys = {"gold", "gold_sample", "rules", "timeline", "probe_every", "probe_groups"}
+        unknown = sorted(set(options) - keys)
         if unknown:
-            raise SpecError(f"{where}: unknown option(s) {unknown}; it takes gold, gold_sample, "
-                            "rules, timeline")  # fmt: skip
+            raise SpecError(f"{where}: unknown option(s) {unknown}; it takes "
+                            f"{', '.join(sorted(keys))}")  # fmt: skip
         rules: Any = options.get("rules")
         try:
             if isinstance(rules, (str, Path)):
@@ -352,6 +383,8 @@ class Monitor:
             gold_sample=int(options.get("gold_sample", 16)),
             rules=rules or DEFAULT_RULES,
             timeline=options.get("timeline"),
+            probe_every=options.get("probe_every"),
+            probe_groups=int(options.get("probe_groups", 8)),
         )
 
     def _check(self, figures: StepFigures) -> None:
@@ -387,7 +420,7 @@ class Monitor:
             put(f"components/{name}/mean", c.mean)
             put(f"components/{name}/std", c.std)
         for key in ("zero_variance", "length_correlation", "judge_cost", "gold", "gap",
-                    "held_out_gap"):  # fmt: skip
+                    "held_out_gap", "paying_probes"):  # fmt: skip
             put(key, getattr(f, key))
         for component, h in f.held_out.items():
             name = component.rstrip(".") or "reward"

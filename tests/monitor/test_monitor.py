@@ -206,3 +206,43 @@ def test_the_held_out_gap_is_read_by_component(tmp_path: Path) -> None:
     ((prefix, figures),) = monitor.history[0].held_out.items()
     assert prefix == "tests." and (figures.cases, figures.held_out_cases) == (8, 4)
     assert figures.held_out == 0.25 and monitor.alarms == []
+
+
+def test_the_probes_run_on_the_live_policy_every_nth_step(specs: tuple[Path, Path]) -> None:
+    # The proxy pays words: the padding probes pay on the policy's own best answers. The
+    # battery runs at steps 0 and 2 (probe_every 2), not at 1; the rule fires where it ran.
+    proxy, _ = specs
+    reward = referee.load(proxy)
+    monitor = Monitor(probe_every=2, probe_groups=4)
+
+    async def run() -> None:
+        for step, rows in by_step(stream(steps=3)).items():
+            await monitor.observe(step, rows, await reward.score_batch(rows), reward)
+
+    run_sync(run())
+    probed = [f.probes for f in monitor.history]
+    assert probed[1] is None and probed[0] == probed[2]
+    assert probed[0] is not None and {"verbose", "repeated", "fluent_filler"} <= set(probed[0])
+    assert fired(monitor) == [("paying_probes", 0), ("paying_probes", 2)]
+    # without the proxy (a replay that gives none) the battery does not run
+    quiet = Monitor(probe_every=1)
+    rows = by_step(stream(steps=1))[0]
+    run_sync(quiet.observe(0, rows, run_sync(reward.score_batch(rows))))
+    assert quiet.history[0].probes is None and quiet.alarms == []
+
+
+def test_referee_watch_runs_the_probes_with_probe_every(
+    specs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    proxy, _ = specs
+    log = tmp_path / "run.jsonl"
+    log.write_text("".join(json.dumps(r.model_dump(mode="json")) + "\n" for r in stream(steps=2)))
+    done = subprocess.run(
+        [sys.executable, "-m", "referee.cli", "watch", str(log), "--spec", str(proxy),
+         "--probe-every", "2", "--json", str(tmp_path / "w.json")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "the proxy pays: " in done.stdout and "verbose" in done.stdout
+    steps = json.loads((tmp_path / "w.json").read_text())["steps"]
+    assert steps[0]["paying_probes"] >= 3 and steps[1].get("probes") is None

@@ -208,7 +208,7 @@ class RefereeRewardManager(AbstractRewardManager):
         step = (getattr(data, "meta_info", None) or {}).get("global_steps")
         step = int(step) if step is not None else len(self.monitor.history)
         fired = len(self.monitor.alarms)
-        run_sync(self.monitor.observe(step, rollouts, scores))
+        run_sync(self.monitor.observe(step, rollouts, scores, self.reward))
         for alarm in self.monitor.alarms[fired:]:
             logger.warning("referee monitor: step %s: %s %s", alarm.step, alarm.action,
                            alarm.message)  # fmt: skip
