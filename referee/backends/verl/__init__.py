@@ -46,7 +46,7 @@ manager, which groups by verl's ``uid``:
 """
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from referee.backends.verl.function import (
     DEFAULT_FAILURE_VALUE,
@@ -60,6 +60,14 @@ from referee.backends.verl.function import (
     rollout_from_verl,
 )
 from referee.errors import MissingDependency
+
+if TYPE_CHECKING:  # loaded by `__getattr__` at run time (below); named here for types and docs
+    from referee.backends.verl.batch import RefereeRewardManager, options_of
+    from referee.backends.verl.loop import (
+        DEFAULT_GROUP_TIMEOUT,
+        GroupCollector,
+        RefereeRewardLoopManager,
+    )
 
 __all__ = [
     "DEFAULT_FAILURE_VALUE",
