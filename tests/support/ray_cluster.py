@@ -160,17 +160,29 @@ class LoopbackCluster:
         return [n for n in self.nodes[1:] if n.alive]
 
     def add_workers(self, count: int, timeout: float = 60) -> None:
-        """Start `count` more worker nodes (at once) and wait until they have joined."""
+        """Start `count` more worker nodes, one after another, each joined before the next
+        starts; a node whose start timed out is started again, once. (`ray start` gives a
+        raylet a fixed 30 s to register: two at once beside a loaded CI's other workers
+        sometimes did not, and the test failed at set-up.)"""
         first = len(self.nodes)
-        workers = [self._launch(f"worker{i}", [f"--address={self.address}"], self.cpus)
-                   for i in range(first, first + count)]  # fmt: skip
-        self.nodes.extend(workers)
-        self._wait(workers, timeout)
+        for i in range(first, first + count):
+            for attempt in (1, 2):
+                node = self._launch(f"worker{i}", [f"--address={self.address}"], self.cpus,
+                                    retry=attempt > 1)  # fmt: skip
+                try:
+                    self._wait([node], timeout)
+                except RuntimeError as exc:
+                    node.kill()
+                    if attempt == 2 or "timed out during startup" not in str(exc):
+                        raise
+                    continue
+                self.nodes.append(node)
+                break
 
-    def _launch(self, name: str, role: list[str], cpus: int) -> Node:
+    def _launch(self, name: str, role: list[str], cpus: int, retry: bool = False) -> Node:
         assert self.root is not None, "start() the cluster first"
         ports = _free_ports(6)
-        temp = self.root / name
+        temp = self.root / (f"{name}-again" if retry else name)
         temp.mkdir()
         args = [RAY, "start", "--block", *role, f"--num-cpus={cpus}",
                 f"--object-store-memory={self.object_store}", f"--temp-dir={temp}",
