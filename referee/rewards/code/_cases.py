@@ -27,6 +27,7 @@ import hashlib
 import time
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Generic, TypeVar
 
 from referee.deadline import within
@@ -37,7 +38,16 @@ from referee.rewards.code.languages import COMPILED
 from referee.rollout import Rollout
 from referee.scores import Score
 
-__all__ = ["CASE_SLACK", "CaseJobs", "Tally", "check_held_out", "held_out_share", "out_of_time"]
+__all__ = [
+    "CASE_SLACK",
+    "CaseJobs",
+    "Tally",
+    "check_held_out",
+    "held_out_share",
+    "out_of_time",
+    "trailing",
+    "with_held_out",
+]
 
 CASE_SLACK = 1.0
 """Seconds a case's job may take beyond its limit (starting, cleaning up, the reply): a case
@@ -64,6 +74,21 @@ def held_out_share(keys: Sequence[str], share: float | None) -> frozenset[int]:
     k = min(max(1, round(share * n)), n - 1)
     ranked = sorted(range(n), key=lambda i: (hashlib.sha256(keys[i].encode()).digest(), i))
     return frozenset(ranked[:k])
+
+
+def trailing(own: Sequence[object], every: Sequence[object]) -> frozenset[int]:
+    """The indices in `every` past `own`'s: the cases a reference itself holds out, which
+    follow its own cases."""
+    return frozenset(range(len(own), len(every)))
+
+
+def with_held_out(score: Score, passed: int, total: int) -> Score:
+    """`score` with `passed` of `total` held-out cases beside it, not paid: their counts
+    only (which failed, and why, stay out of the reason: it can reach the policy)."""
+    components = {**score.components, "held_out_passed": float(passed),
+                  "held_out_cases": float(total)}  # fmt: skip
+    reason = f"{score.reason}; held out (not paid): {passed}/{total} passed"
+    return replace(score, components=components, reason=reason)
 
 
 def check_held_out(share: float | None) -> None:

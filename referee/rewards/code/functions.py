@@ -30,6 +30,7 @@ from referee.rewards.code._cases import (
     check_held_out,
     held_out_share,
     out_of_time,
+    trailing,
 )
 from referee.rewards.code._drivers import DRIVER_CLASS, FLAGS, program
 from referee.rewards.code._signatures import Signature, Unsupported, defines, fits, signature
@@ -402,7 +403,7 @@ class FunctionTests(CaseJobs[FunctionTestsReference]):
         cases = ref.cases + ref.held_out
         keys = [json.dumps([c.args, c.expected], default=repr) for c in ref.cases]
         held = held_out_share(keys, self.held_out)
-        tally = Tally(len(cases), held | frozenset(range(len(ref.cases), len(cases))),
+        tally = Tally(len(cases), held | trailing(ref.cases, cases),
                       self.stop_on_failure or self.scoring == "all")  # fmt: skip
         sig = self._signature(code, ref.name)
         if sig is None:

@@ -24,7 +24,7 @@ import re
 import secrets
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from referee.errors import NotApplicable
 from referee.registry import register
@@ -43,6 +43,8 @@ from referee.rewards.code._cases import (
     check_held_out,
     held_out_share,
     out_of_time,
+    trailing,
+    with_held_out,
 )
 from referee.rewards.code._harness import Cases, run_tests
 from referee.rewards.code.languages import (
@@ -174,7 +176,10 @@ class PythonTests(SandboxedReward):
             except SandboxError as exc:
                 raise SandboxFailure(str(exc)) from None
         score = self._score(cases, aborted, session.dead, outcome.stderr)
-        return score if held is None else _with_held_out(score, *held)
+        if held is None:
+            return score
+        cases, aborted = held
+        return with_held_out(score, cases.passed, cases.total + (1 if aborted else 0))
 
     def _score(self, cases: Cases, aborted: str | None, dead: str | None, stderr: bytes) -> Score:
         total = cases.total + (1 if aborted else 0)  # a test that stopped early failed a case
@@ -198,16 +203,6 @@ class PythonTests(SandboxedReward):
             components={"passed": float(cases.passed), "cases": float(total)},
             reason="; ".join(notes),
         )
-
-
-def _with_held_out(score: Score, cases: Cases, aborted: str | None) -> Score:
-    """`score` with the held-out test code's asserts beside it, not paid: their counts only
-    (which failed, and why, stay out of the reason: it can reach the policy)."""
-    total = cases.total + (1 if aborted else 0)
-    components = {**score.components, "held_out_passed": float(cases.passed),
-                  "held_out_cases": float(total)}  # fmt: skip
-    reason = f"{score.reason}; held out (not paid): {cases.passed}/{total} passed"
-    return replace(score, components=components, reason=reason)
 
 
 # --- io_tests ------------------------------------------------------------------------------
@@ -362,7 +357,8 @@ class IoTests(CaseJobs[IoTestsReference]):
         no case that could end past `until`."""
         cases = reference.cases + reference.held_out
         held = held_out_share([f"{c.stdin}\0{c.stdout}" for c in reference.cases], self.held_out)
-        tally = Tally(len(cases), held | _after(reference.cases, cases), self._stops)
+        stops = self.stop_on_failure or self.scoring == "all"
+        tally = Tally(len(cases), held | trailing(reference.cases, cases), stops)
         code = extract_code(rollout.completion_text, self.language)
         sandbox = self.open_sandbox()
         built = None
@@ -387,10 +383,6 @@ class IoTests(CaseJobs[IoTestsReference]):
         except SandboxError as exc:
             raise SandboxFailure(str(exc)) from None
 
-    @property
-    def _stops(self) -> bool:
-        return self.stop_on_failure or self.scoring == "all"
-
     def _run_cases(
         self,
         sandbox: Sandbox,
@@ -414,11 +406,6 @@ class IoTests(CaseJobs[IoTestsReference]):
             ok = not why and _same_output(got, want, self.float_tol)
             tally.record(i, ok, why or f"wrong answer: {short(got.strip(), 40)}")
         return tally.score(self.scoring)
-
-
-def _after(own: Sequence[object], every: Sequence[object]) -> frozenset[int]:
-    """The indices in `every` past `own`'s: the cases the reference itself holds out."""
-    return frozenset(range(len(own), len(every)))
 
 
 # --- pytest_tests --------------------------------------------------------------------------
