@@ -96,8 +96,9 @@ fmt:
 # and servers more than it computes. TEST_WORKERS=0 runs it in this process.
 TEST_WORKERS ?= 3
 
+# The 25 slowest tests are listed at the end, for the time budget (docs/contributing.md).
 test: $(TEST_DEPS)
-	$(PY) -m pytest -q -n $(TEST_WORKERS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=25
 
 # The docs site, into site/; strict: a broken link or anchor, or a page not in the nav, fails it.
 docs: $(TEST_DEPS)
