@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
@@ -51,8 +52,10 @@ def test_the_two_commands_are_the_makefiles_and_ci_runs_them() -> None:
     first, second, *_ = (block.strip() for block in _bash_blocks())
     assert (first, second) == ("make demo", "make test")
     root = README.parent
-    plan = subprocess.run(["make", "-n", "-B", "demo"], cwd=root, capture_output=True,
-                          text=True, check=True).stdout  # fmt: skip
+    # as a user's shell runs it: not inside another make (CI's), whose flags it would inherit
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    plan = subprocess.run(["make", "--no-print-directory", "-n", "-B", "demo"], cwd=root,
+                          capture_output=True, text=True, check=True, env=env).stdout  # fmt: skip
     installs = [ln for ln in plan.splitlines() if " pip install " in ln and " -e " in ln]
     assert installs and all(ln.rstrip().endswith(" -e .") for ln in installs), plan
     assert plan.rstrip().endswith("referee demo"), plan

@@ -80,8 +80,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "watch": (
         "referee.cli.watch:watch",
         "Replay the training monitor over LOG's rollouts in step order (metadata.step): each "
-        "step's reward, spread, zero-variance groups, length correlation, failures and the "
-        "proxy-gold gap; where each rule fired.",
+        "step's reward, spread, zero-variance groups, length correlation, failures, the "
+        "proxy-gold gap, a code reward's held-out gap, the probes the proxy pays (with "
+        "--probe-every); where each rule fired.",
     ),
     "types": (
         "referee.cli.types:types_",
