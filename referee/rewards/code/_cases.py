@@ -45,7 +45,6 @@ __all__ = [
     "check_held_out",
     "held_out_share",
     "out_of_time",
-    "trailing",
     "with_held_out",
 ]
 
@@ -74,12 +73,6 @@ def held_out_share(keys: Sequence[str], share: float | None) -> frozenset[int]:
     k = min(max(1, round(share * n)), n - 1)
     ranked = sorted(range(n), key=lambda i: (hashlib.sha256(keys[i].encode()).digest(), i))
     return frozenset(ranked[:k])
-
-
-def trailing(own: Sequence[object], every: Sequence[object]) -> frozenset[int]:
-    """The indices in `every` past `own`'s: the cases a reference itself holds out, which
-    follow its own cases."""
-    return frozenset(range(len(own), len(every)))
 
 
 def with_held_out(score: Score, passed: int, total: int) -> Score:
@@ -124,6 +117,15 @@ class Tally:
         self.notes: list[str] = []
         self._stopped = False
         self._not_run: list[int] = []
+
+    @classmethod
+    def of(cls, keys: Sequence[str], held_out: int, share: float | None, stop: bool) -> Tally:
+        """The tally of a reference's cases (each one's text in `keys`) followed by the
+        `held_out` cases it lists itself: those, and the `share` of its own that
+        `held_out_share` picks, are held out."""
+        own = len(keys)
+        held = held_out_share(keys, share) | frozenset(range(own, own + held_out))
+        return cls(own + held_out, held, stop)
 
     @property
     def paid(self) -> int:

@@ -28,9 +28,7 @@ from referee.rewards.code._cases import (
     CaseJobs,
     Tally,
     check_held_out,
-    held_out_share,
     out_of_time,
-    trailing,
 )
 from referee.rewards.code._drivers import DRIVER_CLASS, FLAGS, program
 from referee.rewards.code._signatures import Signature, Unsupported, defines, fits, signature
@@ -402,9 +400,8 @@ class FunctionTests(CaseJobs[FunctionTestsReference]):
         code = extract_code(rollout.completion_text, self.language)
         cases = ref.cases + ref.held_out
         keys = [json.dumps([c.args, c.expected], default=repr) for c in ref.cases]
-        held = held_out_share(keys, self.held_out)
-        tally = Tally(len(cases), held | trailing(ref.cases, cases),
-                      self.stop_on_failure or self.scoring == "all")  # fmt: skip
+        stops = self.stop_on_failure or self.scoring == "all"
+        tally = Tally.of(keys, len(ref.held_out), self.held_out, stops)
         sig = self._signature(code, ref.name)
         if sig is None:
             return tally.score(self.scoring, f"no function {ref.name}")

@@ -41,9 +41,7 @@ from referee.rewards.code._cases import (
     CaseJobs,
     Tally,
     check_held_out,
-    held_out_share,
     out_of_time,
-    trailing,
     with_held_out,
 )
 from referee.rewards.code._harness import Cases, run_tests
@@ -356,9 +354,9 @@ class IoTests(CaseJobs[IoTestsReference]):
         """Score one rollout, blocking (what `score` runs on the reward's threads), starting
         no case that could end past `until`."""
         cases = reference.cases + reference.held_out
-        held = held_out_share([f"{c.stdin}\0{c.stdout}" for c in reference.cases], self.held_out)
+        keys = [f"{c.stdin}\0{c.stdout}" for c in reference.cases]
         stops = self.stop_on_failure or self.scoring == "all"
-        tally = Tally(len(cases), held | trailing(reference.cases, cases), stops)
+        tally = Tally.of(keys, len(reference.held_out), self.held_out, stops)
         code = extract_code(rollout.completion_text, self.language)
         sandbox = self.open_sandbox()
         built = None
