@@ -195,6 +195,7 @@ class Outcome:
     error: str | None = None
     skipped: str | None = None
     notes: list[str] = field(default_factory=list)
+    hung: bool = False  # no answer within the limit (`timed`)
 
 
 def _refusal(exc: BaseException) -> str | None:
@@ -235,7 +236,7 @@ def timed(fn: Callable[[], Any], timeout: float = DOOR_TIMEOUT) -> Any:
     thread.start()
     thread.join(timeout)
     if not box:
-        return Outcome(error=f"no answer within {timeout:g} s: the door hangs")
+        return Outcome(error=f"no answer within {timeout:g} s: the door hangs", hung=True)
     return box[0]
 
 
@@ -326,7 +327,7 @@ class Context:
                     drop_reward_loop(self)
                     continue
                 got = out[key][name] = timed(partial(runner(key), case, self))
-                if isinstance(got, Outcome) and got.error is not None and "hangs" in got.error:
+                if isinstance(got, Outcome) and got.hung:
                     drop_reward_loop(self)
         return out
 

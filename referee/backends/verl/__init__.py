@@ -103,7 +103,8 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     _register()
-    return getattr(sys.modules[module], name)
+    value = globals()[name] = getattr(sys.modules[module], name)  # looked up once
+    return value
 
 
 def _register() -> None:
