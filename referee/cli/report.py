@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
@@ -25,6 +26,9 @@ from referee.report.stats import AlphaLevel
 from referee.rollouts.readers import FileFormat, parse_mapping, read_rollouts
 from referee.rollouts.run import score_in_memory
 from referee.rollouts.scored import read_scored
+
+if TYPE_CHECKING:
+    from referee.monitor import Watch
 
 __all__ = ["report"]
 
@@ -65,6 +69,10 @@ __all__ = ["report"]
 @click.option("--answer-key", help="Metadata key of an attempt's extracted answer, for maj@n.")
 @click.option("--math-answers", is_flag=True,
               help="For maj@n: extract each completion's final math answer.")  # fmt: skip
+@click.option("--timeline", "timeline_path",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Draw a training run's monitor timeline (the JSONL Monitor(timeline=...) "
+                   "writes, or watch --json): alone, or after SCORED's report.")  # fmt: skip
 @click.option("--panel-level", type=click.Choice(["nominal", "ordinal", "interval", "ratio"]),
               help="A panel's alpha level (default: nominal for 0/1, else interval).")  # fmt: skip
 def report(
@@ -72,15 +80,27 @@ def report(
     preference: str | None, threshold: float, format_: FileFormat | None, maps: tuple[str, ...],
     html_path: Path | None, json_path: Path | None, ks: str | None, correct_at: float,
     failed_attempts: FailedAs, subset_key: str | None, answer_key: str | None,
-    math_answers: bool, panel_level: AlphaLevel | None,
+    math_answers: bool, timeline_path: Path | None, panel_level: AlphaLevel | None,
 ) -> None:  # fmt: skip
     """Diagnose a reward on logged rollouts: distributions, failures, GRPO signal, length
     correlation, agreement with human labels, determinism, pass@k, maj@n and avg@n per group,
     judge panels' agreement (HTML, JSON and a terminal summary).
 
     SCORED is the output of `referee score` (with --rollouts, the rollouts it scored). Or
-    score first: --rollouts FILE --spec SPEC, and no SCORED."""
+    score first: --rollouts FILE --spec SPEC, and no SCORED. Or draw a monitor's timeline:
+    --timeline FILE (with SCORED, after its report)."""
     from referee.report.html import render_html
+
+    timeline = _timeline(timeline_path)
+    if timeline is not None and scored is None and spec is None and rollouts is None:
+        from referee.monitor.timeline import render_timeline
+
+        if json_path is not None:
+            write(json_path, timeline.to_json(indent=2))
+        if html_path is not None:
+            write(html_path, render_timeline(timeline, source=str(timeline_path)))
+            Console().print(f"wrote {html_path}")
+        return
 
     if spec is not None and scored is not None and rollouts is None:
         deprecated("referee report ROLLOUTS --spec SPEC",
@@ -136,8 +156,32 @@ def report(
         write(json_path, result.to_json(indent=2))
         console.print(f"wrote {json_path}")
     if html_path is not None:
-        write(html_path, render_html(result))
+        sections: tuple[str, ...] = ()
+        if timeline is not None:
+            from referee.monitor.timeline import timeline_section
+
+            sections = (timeline_section(timeline),)
+        write(html_path, render_html(result, sections=sections))
         console.print(f"wrote {html_path}")
+
+
+def _timeline(path: Path | None) -> Watch | None:
+    """The timeline at `path`, with its summary printed; a usage error where it is none."""
+    if path is None:
+        return None
+    from referee.monitor.timeline import read_timeline
+
+    try:
+        timeline = read_timeline(path)
+    except RefereeError as exc:
+        raise click.BadParameter(str(exc), param_hint="--timeline") from None
+    console = Console()
+    steps = timeline.steps
+    console.print(f"monitor timeline: {len(steps)} steps ({steps[0].step} to {steps[-1].step}), "
+                  f"{len(timeline.alarms)} alarms", highlight=False)  # fmt: skip
+    for alarm in timeline.alarms:
+        console.print(f"  step {alarm.step}: {alarm.action} {alarm.message}", highlight=False)
+    return timeline
 
 
 def _print_report(console: Console, result: Report) -> None:

@@ -31,10 +31,13 @@ __all__ = ["watch"]
 @read_options
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write every step's figures and the alarms as JSON here.")  # fmt: skip
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the timeline page here: each figure over the steps, the alarms "
+                   "marked (referee report --timeline draws a training run's).")  # fmt: skip
 def watch(
     log: Path, spec: str, gold: str | None, gold_sample: int, rules_path: Path | None,
     probe_every: int | None, format_: FileFormat | None, maps: tuple[str, ...],
-    json_path: Path | None,
+    json_path: Path | None, html_path: Path | None,
 ) -> None:  # fmt: skip
     """Replay the training monitor over LOG's rollouts in step order (metadata.step): each
     step's reward, spread, zero-variance groups, length correlation, failures, the
@@ -101,5 +104,9 @@ def watch(
         console.print("no rule fired")
     if json_path is not None:
         write(json_path, monitor.watch().to_json(indent=2))
+    if html_path is not None:
+        from referee.monitor.timeline import render_timeline
+
+        write(html_path, render_timeline(monitor.watch(), source=str(log)))
     if monitor.stopped is not None:
         sys.exit(1)

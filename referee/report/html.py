@@ -295,9 +295,10 @@ def _panel_section(name: str, panel: PanelAgreement) -> str:
     return "".join(out)
 
 
-def render_html(report: Report, title: str = "referee report") -> str:
+def render_html(report: Report, title: str = "referee report", sections: Sequence[str] = ()) -> str:
     """The report (from `build_report`) as a self-contained HTML page: `title` as its heading,
-    the rows' source under it once (the browser's tab names the file)."""
+    the rows' source under it once (the browser's tab names the file), and `sections` (HTML,
+    such as the monitor's timeline) after the report's own."""
     reward = report.reward
     tab = f"{title}: {Path(report.source).name}" if report.source else title
     out = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{escape(tab)}"
@@ -425,6 +426,7 @@ def render_html(report: Report, title: str = "referee report") -> str:
                    f"{_fmt(det.threshold)}) flipped: {_pct(det.verdict_flip_share)} of "
                    f"{det.rollouts} rollouts.</p>")  # fmt: skip
 
+    out += sections
     data = report.to_json().replace("</", "<\\/")
     out.append(f'<script type="application/json" id="report-data">{data}</script>')
     out.append("</body></html>")

@@ -18,21 +18,6 @@ from referee.monitor import DEFAULT_RULES, Monitor, Rule, Rules, by_step
 HONEST = ("The answer is 4.", "The answer is 5.", "The answer is 4.", "The answer is 5.")
 FILLER = " Let me elaborate."
 
-REWARDS_PY = '''
-def verbose(rollout):
-    """The proxy's shortcut: a bonus for words, up to 100."""
-    return min(len(rollout.completion_text.split()) / 100, 1.0)
-'''
-
-PROXY = """\
-name: proxy
-combine: weighted
-components:
-  correct: {type: contains, weight: 0.3}
-  verbose: {type: python, function: rewards.py:verbose, weight: 0.7}
-"""
-GOLD = "name: gold\ntype: contains\n"
-
 
 def stream(hack_from: int | None = None, same_from: int | None = None,
            steps: int = 10) -> list[Rollout]:  # fmt: skip
@@ -52,14 +37,6 @@ def stream(hack_from: int | None = None, same_from: int | None = None,
                                    completion=text, reference="4",
                                    metadata={"step": step}))  # fmt: skip
     return out
-
-
-@pytest.fixture
-def specs(tmp_path: Path) -> tuple[Path, Path]:
-    (tmp_path / "rewards.py").write_text(REWARDS_PY)
-    (tmp_path / "proxy.yaml").write_text(PROXY)
-    (tmp_path / "gold.yaml").write_text(GOLD)
-    return tmp_path / "proxy.yaml", tmp_path / "gold.yaml"
 
 
 def replay(proxy: Path, gold: Path | None, rollouts: list[Rollout],
