@@ -105,7 +105,8 @@ def line_chart(
     plot_w, plot_h = width - pad_l - pad_r, height - pad_b - pad_t
     steps = [s for s, _ in points] + [a.step for a in alarms]
     x0, x1 = min(steps), max(steps)
-    values = [v for _, v in points] + ([bound] if bound is not None else []) + [*(span or ())]
+    values: list[float] = [v for _, v in points] + ([bound] if bound is not None else [])
+    values += span or ()
     y0, y1 = min(values), max(values)
     if y0 == y1:
         y0, y1 = y0 - 0.5, y1 + 0.5
