@@ -22,7 +22,8 @@ demo: .venv/bin/referee
 # Everything the tests, checks, docs and benchmarks need; `make test` runs it itself, once.
 install: $(TEST_DEPS)
 
-$(TEST_DEPS): .venv/bin/referee pyproject.toml Makefile requirements/constraints.txt | .venv/bin/uv
+$(TEST_DEPS): .venv/bin/referee pyproject.toml Makefile requirements/constraints.txt \
+		requirements/sdist.py | .venv/bin/uv
 	# torch first, pinned: 2.13.0 is the CPU wheel on this machine's disk; left to trl or verl,
 	# pip would fetch a CUDA build of several GB.
 	$(PY) -m pip install -q torch==2.13.0
@@ -75,7 +76,7 @@ $(TEST_DEPS): .venv/bin/referee pyproject.toml Makefile requirements/constraints
 	# into the venv, for json_schema's agreement test (tests/verifiers/test_schema_suite.py).
 	v=$$($(PY) -c 'import importlib.metadata as m; print(m.version("jsonschema"))') && \
 	rm -rf .venv/share/json-schema-test-suite .venv/share/sdist && \
-	$(PY) -m pip download -q --no-deps --no-binary :all: "jsonschema==$$v" -d .venv/share/sdist && \
+	$(PY) requirements/sdist.py jsonschema "$$v" .venv/share/sdist && \
 	mkdir -p .venv/share/json-schema-test-suite && \
 	tar -xzf ".venv/share/sdist/jsonschema-$$v.tar.gz" -C .venv/share/json-schema-test-suite \
 		--strip-components=2 "jsonschema-$$v/json" && \
@@ -83,8 +84,8 @@ $(TEST_DEPS): .venv/bin/referee pyproject.toml Makefile requirements/constraints
 	touch $@
 
 check: $(TEST_DEPS)
-	$(PY) -m ruff check referee tests benchmarks docs/hooks.py
-	$(PY) -m ruff format --check referee tests benchmarks docs/hooks.py
+	$(PY) -m ruff check referee tests benchmarks requirements docs/hooks.py
+	$(PY) -m ruff format --check referee tests benchmarks requirements docs/hooks.py
 	$(PY) -m mypy referee
 
 fmt:
