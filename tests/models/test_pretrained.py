@@ -98,7 +98,8 @@ def test_the_learn_example_runs_two_grpo_steps_on_referee_reward(tmp_path: Path)
     run = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "learn" / "run.py"), "--steps", "2",
          "--seed", "0", "--out", str(out), "--train", "2", "--heldout", "2",
-         "--num-generations", "2", "--batch-size", "2", "--max-completion-length", "16"],
+         "--num-generations", "2", "--batch-size", "2", "--max-completion-length", "16",
+         "--monitor"],
         capture_output=True, text=True, timeout=600, cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
@@ -121,6 +122,12 @@ def test_the_learn_example_runs_two_grpo_steps_on_referee_reward(tmp_path: Path)
     assert (out / "view.html").is_file()
     page = (out / "index.html").read_text()
     assert "mean reward per training step" in page and page.count("<pre>") == 4
+    # --monitor: the gold spec (strict.yaml, here the proxy too) scored beside it each step
+    timeline = (out / "monitor.jsonl").read_text().splitlines()
+    steps = [json.loads(line)["step"] for line in timeline]
+    assert len(steps) == 2 and steps == sorted(set(steps))  # a line per training step
+    assert result["monitor"]["gap_per_step"] == [0.0, 0.0]
+    assert "Monitor timeline" in (out / "timeline.html").read_text()
 
 
 def _learn_modules() -> tuple[Any, Any]:
