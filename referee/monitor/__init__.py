@@ -121,20 +121,24 @@ class HeldOutFigures(Result):
     held_out_cases: int
 
 
-def held_out_figures(scores: Sequence[Score]) -> dict[str, HeldOutFigures]:
+def held_out_figures(
+    scores: Sequence[Score], names: Sequence[str] | None = None
+) -> dict[str, HeldOutFigures]:
     """Each code reward's paid and held-out pass rates over `scores`, by its components'
-    prefix (the sums of ``passed`` / ``cases`` and ``held_out_passed`` / ``held_out_cases``)."""
+    prefix (the sums of ``passed`` / ``cases`` and ``held_out_passed`` / ``held_out_cases``).
+    `names`: the components' names over `scores`, where the caller has them."""
+    if names is None:
+        names = sorted({k for s in scores for k in s.components})
+    prefixes = [k[: -len("held_out_cases")] for k in names if k.endswith("held_out_cases")]
     sums: dict[str, list[float]] = {}
-    for s in scores:
-        for key, held_cases in s.components.items():
-            if not key.endswith("held_out_cases") or not held_cases:
-                continue
-            prefix = key[: -len("held_out_cases")]
-            got = [s.components.get(prefix + k) for k in ("passed", "cases", "held_out_passed")]
-            if any(v is None for v in got):
+    for prefix in prefixes:
+        keys = [prefix + k for k in ("passed", "cases", "held_out_passed", "held_out_cases")]
+        for s in scores:
+            got = [s.components.get(k) for k in keys]
+            if not got[3] or any(v is None for v in got):
                 continue
             acc = sums.setdefault(prefix, [0.0, 0.0, 0.0, 0.0])
-            for i, v in enumerate([*got, held_cases]):
+            for i, v in enumerate(got):
                 acc[i] += float(v)  # type: ignore[arg-type]
     out = {}
     for prefix, (passed, cases, held_passed, held_cases) in sorted(sums.items()):
@@ -208,19 +212,26 @@ class Watch(Result):
     stopped_at: int | None
 
 
-def _figures(values: Sequence[float | None]) -> ComponentFigures:
+def _figures(values: Sequence[float | None], rows: int | None = None) -> ComponentFigures:
+    """Mean and population std of the finite values; the rest of `rows` (default: of the
+    values) are missing."""
     known = [v for v in values if v is not None and math.isfinite(v)]
+    rows = len(values) if rows is None else rows
     if not known:
-        return ComponentFigures(mean=None, std=None, missing=len(values))
+        return ComponentFigures(mean=None, std=None, missing=rows)
     mean = math.fsum(known) / len(known)
-    std = math.sqrt(math.fsum((v - mean) ** 2 for v in known) / len(known))
+    std = math.sqrt(math.fsum([(v - mean) ** 2 for v in known]) / len(known))
     return ComponentFigures(mean=mean, std=std if std > 1e-12 else 0.0,
-                            missing=len(values) - len(known))  # fmt: skip
+                            missing=rows - len(known))  # fmt: skip
 
 
 def step_figures(step: int, rollouts: Sequence[Rollout], scores: Sequence[Score]) -> StepFigures:
     """The figures of one step's rollouts and their proxy scores (see `StepFigures`)."""
-    names = sorted({k for s in scores for k in s.components})
+    columns: dict[str, list[float | None]] = {}
+    for s in scores:
+        for key, value in s.components.items():
+            columns.setdefault(key, []).append(value)
+    names = sorted(columns)
     zero, groups = 0, 0
     for indices in group_indices(rollouts):
         values = [scores[i].value for i in indices]
@@ -240,12 +251,12 @@ def step_figures(step: int, rollouts: Sequence[Rollout], scores: Sequence[Score]
             blame[s.failure.blame] += 1
         if s.fault is not None:
             faults[s.fault] += 1
-    held = held_out_figures(scores)
+    held = held_out_figures(scores, names)
     return StepFigures(
         step=step,
         rollouts=len(rollouts),
         reward=_figures([s.value for s in scores]),
-        components={n: _figures([s.components.get(n) for s in scores]) for n in names},
+        components={n: _figures(columns[n], len(scores)) for n in names},
         zero_variance=zero / groups if groups else None,
         length_correlation=rho,
         failures=dict(failures),
