@@ -59,6 +59,31 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     return ByModule(config, log)
 
 
+def _module(item: pytest.Item | None) -> str | None:
+    return None if item is None else item.nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(trylast=True)  # after the module's own fixtures are torn down
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """After the last test of the Ray modules' run (the next test is in another module, or
+    none is), end the local Ray `local_ray` started: left up, its GCS, raylet and agents take
+    about 5% of a core for the rest of the suite. A Ray module run again starts it again."""
+    if _module(item) in _RAY_MODULES and _module(nextitem) not in _RAY_MODULES:
+        import sys
+
+        ray = sys.modules.get("ray")
+        if ray is not None and ray.is_initialized():
+            ray.shutdown()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     # tests.support.options.OPTIONS names tiny reward models at fixed paths: build them once
     from tests.support.models import ensure

@@ -14,11 +14,12 @@ def judge_server() -> Iterator[FakeJudgeServer]:
         yield server
 
 
-@pytest.fixture(scope="session")
-def local_ray() -> Iterator[None]:
-    """A local Ray for verl's reward loop; started once, it takes seconds."""
+@pytest.fixture(scope="module")
+def local_ray() -> None:
+    """A local Ray for verl's reward loop and the Ray engine; started once for the modules that
+    use it (they run one after another on one worker), ended after the last of them
+    (`tests/conftest.py`'s `pytest_runtest_teardown`: idle, it costs 5% of a core)."""
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}})  # fmt: skip
-    yield
-    ray.shutdown()
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+                 runtime_env={"env_vars": {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}})  # fmt: skip
