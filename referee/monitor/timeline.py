@@ -101,7 +101,7 @@ def line_chart(
     points = [(s, v) for line in series.values() for s, v in line if math.isfinite(v)]
     if not points:
         return ""
-    pad_l, pad_r, pad_b, pad_t = 44, 10, 30, 20
+    pad_l, pad_r, pad_b, pad_t = 52, 10, 30, 20
     plot_w, plot_h = width - pad_l - pad_r, height - pad_b - pad_t
     steps = [s for s, _ in points] + [a.step for a in alarms]
     x0, x1 = min(steps), max(steps)
