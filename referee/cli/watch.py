@@ -28,6 +28,9 @@ __all__ = ["watch"]
 @click.option("--probe-every", type=click.IntRange(1),
               help="Run the probe battery on the best answers of every Nth step (as referee "
                    "probe does): the probes the proxy pays then.")  # fmt: skip
+@click.option("--agree", "agree", multiple=True, metavar="A,B",
+              help="Two of the proxy's components that should agree (repeatable): their "
+                   "Spearman per step, and the min_agreement rule.")  # fmt: skip
 @read_options
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write every step's figures and the alarms as JSON here.")  # fmt: skip
@@ -36,7 +39,8 @@ __all__ = ["watch"]
                    "marked (referee report --timeline draws a training run's).")  # fmt: skip
 def watch(
     log: Path, spec: str, gold: str | None, gold_sample: int, rules_path: Path | None,
-    probe_every: int | None, format_: FileFormat | None, maps: tuple[str, ...],
+    probe_every: int | None, agree: tuple[str, ...], format_: FileFormat | None,
+    maps: tuple[str, ...],
     json_path: Path | None, html_path: Path | None,
 ) -> None:  # fmt: skip
     """Replay the training monitor over LOG's rollouts in step order (metadata.step): each
@@ -49,6 +53,13 @@ def watch(
 
     from referee.monitor import DEFAULT_RULES, Monitor, Rules, by_step
 
+    pairs: list[tuple[str, str]] = []
+    for pair in agree:
+        names = [p.strip() for p in pair.split(",")]
+        if len(names) != 2 or not all(names):
+            raise click.BadParameter(f"{pair!r}: two component names and a comma, such as "
+                                     "--agree tests,judge", param_hint="--agree")  # fmt: skip
+        pairs.append((names[0], names[1]))
     proxy = load_spec(spec)
     try:
         rules = Rules.read(rules_path) if rules_path else DEFAULT_RULES
@@ -59,7 +70,7 @@ def watch(
     if not steps:
         raise click.ClickException(f"{log}: no readable rollout to watch")
     monitor = Monitor(load_spec(gold) if gold else None, gold_sample=gold_sample, rules=rules,
-                      probe_every=probe_every)  # fmt: skip
+                      probe_every=probe_every, agree=pairs)  # fmt: skip
 
     async def replay() -> None:
         for step, rollouts in steps.items():
@@ -77,6 +88,8 @@ def watch(
         columns += ["held-out gap"]
     if probe_every:
         columns += ["probes paid"]
+    if pairs:
+        columns += ["min agreement"]
     for column in (*columns, "alarm"):
         table.add_column(column, justify="left" if column == "alarm" else "right")
     fired = {a.step: a for a in monitor.alarms}
@@ -90,6 +103,8 @@ def watch(
             cells.append(fmt(f.held_out_gap))
         if probe_every:
             cells.append("" if f.probes is None else ", ".join(f.probes) or "none")
+        if pairs:
+            cells.append(fmt(f.min_agreement))
         alarm = fired.get(f.step)
         cells.append(f"[red]{alarm.rule} ({alarm.action})[/red]" if alarm else "")
         table.add_row(*cells)

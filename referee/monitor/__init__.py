@@ -71,6 +71,9 @@ class Rules(BaseModel):
     - ``paying_probes``: where the monitor runs the probe battery on the live policy
       (``probe_every``), the number of probes the proxy pays on that step's best answers,
       above 0 on 1 step.
+    - ``min_agreement``: where the monitor is given components that should agree (``agree``),
+      the lowest Spearman between such a pair over the step's rollouts, below 0.3 for 3 steps
+      (one of them learned to be paid without the other).
 
     A rules file (YAML) sets any of them: ``gap: {bound: 0.1, steps: 2, action: stop}``.
     """
@@ -82,6 +85,7 @@ class Rules(BaseModel):
     length_correlation: Rule = Rule(bound=0.5)
     held_out_gap: Rule = Rule(bound=0.2)
     paying_probes: Rule = Rule(bound=0.0, steps=1)
+    min_agreement: Rule = Rule(bound=0.3)
 
     @classmethod
     def read(cls, path: str | Path) -> Rules:
@@ -170,6 +174,10 @@ class StepFigures(Result):
         probes, paying_probes: On a step the probe battery ran (``probe_every``): the probes
             the proxy pays on the step's best answers (`referee.report.probes`, as ``referee
             probe`` flags them), and how many (None on other steps).
+        agreement, min_agreement: For each pair of components that should agree (the
+            monitor's ``agree``, keyed ``a~b``), Spearman between their values over the
+            step's rollouts where both have one (None under 3 such rows or with no spread in
+            either), and the lowest of them.
     """
 
     step: int
@@ -190,6 +198,8 @@ class StepFigures(Result):
     held_out_gap: float | None = None
     probes: tuple[str, ...] | None = None
     paying_probes: int | None = None
+    agreement: dict[str, float | None] = Field(default_factory=dict)
+    min_agreement: float | None = None
 
 
 class Alarm(Result):
@@ -225,8 +235,14 @@ def _figures(values: Sequence[float | None], rows: int | None = None) -> Compone
                             missing=rows - len(known))  # fmt: skip
 
 
-def step_figures(step: int, rollouts: Sequence[Rollout], scores: Sequence[Score]) -> StepFigures:
-    """The figures of one step's rollouts and their proxy scores (see `StepFigures`)."""
+def step_figures(
+    step: int,
+    rollouts: Sequence[Rollout],
+    scores: Sequence[Score],
+    agree: Sequence[tuple[str, str]] = (),
+) -> StepFigures:
+    """The figures of one step's rollouts and their proxy scores (see `StepFigures`); `agree`:
+    the pairs of components whose agreement is a figure."""
     columns: dict[str, list[float | None]] = {}
     for s in scores:
         for key, value in s.components.items():
@@ -252,6 +268,8 @@ def step_figures(step: int, rollouts: Sequence[Rollout], scores: Sequence[Score]
         if s.fault is not None:
             faults[s.fault] += 1
     held = held_out_figures(scores, names)
+    agreement = {f"{a}~{b}": _agreement(scores, a, b) for a, b in agree}
+    known = [v for v in agreement.values() if v is not None]
     return StepFigures(
         step=step,
         rollouts=len(rollouts),
@@ -265,7 +283,18 @@ def step_figures(step: int, rollouts: Sequence[Rollout], scores: Sequence[Score]
         judge_cost=math.fsum(s.cost or 0.0 for s in scores),
         held_out=held,
         held_out_gap=max((h.gap for h in held.values()), default=None),
+        agreement=agreement,
+        min_agreement=min(known, default=None),
     )
+
+
+def _agreement(scores: Sequence[Score], a: str, b: str) -> float | None:
+    pairs = [(x, y) for s in scores if (x := s.components.get(a)) is not None
+             and (y := s.components.get(b)) is not None
+             and math.isfinite(x) and math.isfinite(y)]  # fmt: skip
+    if len(pairs) < 3:
+        return None
+    return spearman([x for x, _ in pairs], [y for _, y in pairs])
 
 
 class Monitor:
@@ -283,6 +312,9 @@ class Monitor:
             probe is scored on up to `probe_groups` answers: a cost in proxy calls, reported
             apart in the timeline (`probes` figures), not in the step's own.
         probe_groups: Groups whose best answer the probes start from.
+        agree: Pairs of the proxy's components that should agree (two checks of one
+            property, a judge and a verifier): their Spearman per step is a figure, and the
+            ``min_agreement`` rule fires when it falls.
     """
 
     def __init__(
@@ -294,8 +326,10 @@ class Monitor:
         timeline: str | Path | None = None,
         probe_every: int | None = None,
         probe_groups: int = 8,
+        agree: Sequence[tuple[str, str]] = (),
     ) -> None:
         self.gold = gold
+        self.agree = [(str(a), str(b)) for a, b in agree]
         self.probe_every = probe_every
         self.probe_groups = probe_groups
         self.gold_sample = gold_sample
@@ -325,7 +359,7 @@ class Monitor:
     ) -> StepFigures:
         """Take one step: its figures (with the gold check, and the probes where it is their
         step and the `proxy` is given), then the rules; the figures."""
-        figures = step_figures(step, rollouts, scores)
+        figures = step_figures(step, rollouts, scores, self.agree)
         if self.probe_every and proxy is not None and rollouts and step % self.probe_every == 0:
             from referee.report.probes import run_probes
 
@@ -364,7 +398,8 @@ class Monitor:
     @classmethod
     def from_options(cls, options: Mapping[str, Any], where: str = "monitor") -> Monitor:
         """A monitor from a trainer config's mapping: ``gold`` (a spec path or mapping),
-        ``gold_sample``, ``rules`` (a rules file or mapping), ``timeline`` (a JSONL path).
+        ``gold_sample``, ``rules`` (a rules file or mapping), ``timeline`` (a JSONL path),
+        ``probe_every``, ``probe_groups``, ``agree`` (pairs of component names).
 
         Raises:
             SpecError: An unknown key, or a gold spec or rules that do not load; it names
@@ -375,7 +410,8 @@ class Monitor:
         from referee.errors import SpecError
         from referee.spec import load
 
-        keys = {"gold", "gold_sample", "rules", "timeline", "probe_every", "probe_groups"}
+        keys = {"gold", "gold_sample", "rules", "timeline", "probe_every", "probe_groups",
+                "agree"}  # fmt: skip
         unknown = sorted(set(options) - keys)
         if unknown:
             raise SpecError(f"{where}: unknown option(s) {unknown}; it takes "
@@ -388,6 +424,13 @@ class Monitor:
                 rules = Rules.model_validate(dict(rules))
         except ValidationError as exc:
             raise SpecError(f"{where}.rules: not valid monitor rules: {exc}") from None
+        agree = options.get("agree") or ()
+        if isinstance(agree, (str, bytes)) or not all(
+            isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(n, str) for n in p)
+            for p in agree
+        ):
+            raise SpecError(f"{where}.agree: pairs of component names, such as "
+                            f"[[tests, judge]]; got {agree!r}")  # fmt: skip
         gold = options.get("gold")
         return cls(
             None if gold is None else load(gold),
@@ -396,12 +439,15 @@ class Monitor:
             timeline=options.get("timeline"),
             probe_every=options.get("probe_every"),
             probe_groups=int(options.get("probe_groups", 8)),
+            agree=[(a, b) for a, b in agree],
         )
 
     def _check(self, figures: StepFigures) -> None:
         for name, rule in self.rules:
             value = getattr(figures, name)
-            if not rule.enabled or value is None or value <= rule.bound:
+            below = name.startswith("min_")  # a min_ figure passes its bound going down
+            if not rule.enabled or value is None or (value >= rule.bound if below
+                                                     else value <= rule.bound):  # fmt: skip
                 self._runs[name] = 0
                 continue
             self._runs[name] = self._runs.get(name, 0) + 1
@@ -409,7 +455,8 @@ class Monitor:
                 self.alarms.append(Alarm(
                     rule=name, step=figures.step, action=rule.action, value=value,
                     bound=rule.bound, steps=rule.steps,
-                    message=f"{name} {value:.3g} > {rule.bound:g} for {rule.steps} steps "
+                    message=f"{name} {value:.3g} {'<' if below else '>'} {rule.bound:g} for "
+                            f"{rule.steps} steps "
                             f"(steps {figures.step - rule.steps + 1} to {figures.step})",
                 ))  # fmt: skip
 
@@ -431,8 +478,10 @@ class Monitor:
             put(f"components/{name}/mean", c.mean)
             put(f"components/{name}/std", c.std)
         for key in ("zero_variance", "length_correlation", "judge_cost", "gold", "gap",
-                    "held_out_gap", "paying_probes"):  # fmt: skip
+                    "held_out_gap", "paying_probes", "min_agreement"):  # fmt: skip
             put(key, getattr(f, key))
+        for pair, rho in f.agreement.items():
+            put(f"agreement/{pair}", rho)
         for component, h in f.held_out.items():
             name = component.rstrip(".") or "reward"
             put(f"held_out/{name}/paid", h.paid)

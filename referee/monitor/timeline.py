@@ -204,6 +204,7 @@ def timeline_section(watch: Watch) -> str:
         ("length_correlation", "reward-length Spearman", (-1.0, 1.0)),
         ("held_out_gap", "held-out gap (paid - held-out pass rate)", (0.0, 0.0)),
         ("paying_probes", "probes the proxy pays", (0.0, 0.0)),
+        ("min_agreement", "lowest agreement of components (Spearman)", (-1.0, 1.0)),
     ]
     for attribute, title, span in charts:
         line = _series(steps, attribute)

@@ -223,3 +223,36 @@ def test_referee_watch_runs_the_probes_with_probe_every(
     assert "the proxy pays: " in done.stdout and "verbose" in done.stdout
     steps = json.loads((tmp_path / "w.json").read_text())["steps"]
     assert steps[0]["paying_probes"] >= 3 and steps[1].get("probes") is None
+
+
+def test_components_that_stop_agreeing_fire_the_agreement_rule(tmp_path: Path) -> None:
+    # Two checks of one answer: `contains` and `exact_match`. Honest attempts ("4", "5") are
+    # paid alike by both (Spearman 1); from step 3 half the attempts hedge ("4 or 5"), which
+    # contains pays and exact_match does not: their agreement falls to 1/3 and the rule (below
+    # 0.5 here) fires at step 5, the third step under it.
+    spec = tmp_path / "two.yaml"
+    spec.write_text("combine: mean\ncomponents:\n  loose: {type: contains}\n"
+                    "  exact: {type: exact_match}\n")  # fmt: skip
+    texts = {False: ("4", "5", "4", "5"), True: ("4 or 5", "4 or 5", "4", "5")}
+    rows = [Rollout(id=f"s{s}g{g}a{a}", group=f"s{s}g{g}", prompt="2+2?", reference="4",
+                    completion=texts[s >= 3][a], metadata={"step": s})
+            for s in range(7) for g in range(2) for a in range(4)]  # fmt: skip
+    reward = referee.load(spec)
+    monitor = Monitor(agree=[("loose", "exact")], rules=Rules(min_agreement=Rule(bound=0.5)))
+
+    async def run() -> None:
+        for step, batch in by_step(rows).items():
+            await monitor.observe(step, batch, await reward.score_batch(batch))
+
+    run_sync(run())
+    assert [f.min_agreement for f in monitor.history[2:4]] == [pytest.approx(1.0),
+                                                               pytest.approx(1 / 3)]  # fmt: skip
+    assert monitor.history[3].agreement == {"loose~exact": pytest.approx(1 / 3)}
+    assert [(a.rule, a.step) for a in monitor.alarms] == [("min_agreement", 5)]
+    assert monitor.alarms[0].message == "min_agreement 0.333 < 0.5 for 3 steps (steps 3 to 5)"
+    assert monitor.metrics()["referee/agreement/loose~exact"] == pytest.approx(1 / 3)
+    # without pairs there is no figure, and the default rule never fires
+    assert Monitor().rules.min_agreement.bound == 0.3
+    with pytest.raises(referee.SpecError, match=r"monitor\.agree: pairs of component names"):
+        Monitor.from_options({"agree": ["loose", "exact"]})
+    assert Monitor.from_options({"agree": [["loose", "exact"]]}).agree == [("loose", "exact")]

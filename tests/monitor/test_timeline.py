@@ -137,3 +137,21 @@ def test_referee_watch_writes_the_timeline_page(specs: tuple[Path, Path], tmp_pa
     assert done.exit_code == 0, done.output
     text = page.read_text()
     assert "run.jsonl" in text and text.count('class="alarm"') >= 1  # the default gap rule fired
+
+
+def test_referee_watch_reports_the_agreement_of_named_components(tmp_path: Path) -> None:
+    spec = tmp_path / "two.yaml"
+    spec.write_text("combine: mean\ncomponents:\n  loose: {type: contains}\n"
+                    "  exact: {type: exact_match}\n")  # fmt: skip
+    log = tmp_path / "run.jsonl"
+    log.write_text("".join(json.dumps(r.model_dump(mode="json")) + "\n" for r in run()))
+    out = tmp_path / "w.json"
+    runner = CliRunner(env={"COLUMNS": "200"})
+    done = runner.invoke(main, ["watch", str(log), "--spec", str(spec), "--agree",
+                                "loose,exact", "--json", str(out)])  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert "min agreement" in done.output
+    steps = json.loads(out.read_text())["steps"]
+    assert set(steps[0]["agreement"]) == {"loose~exact"}
+    done = runner.invoke(main, ["watch", str(log), "--spec", str(spec), "--agree", "loose"])
+    assert done.exit_code == 2 and "two component names and a comma" in done.output
