@@ -303,6 +303,8 @@ class IoTests(CaseJobs[IoTestsReference]):
               cases:
                 - {stdin: "3\\n1 5 2\\n", stdout: "8 5\\n"}
                 - {stdin: "1\\n-4\\n", stdout: "-4 -4\\n"}
+              held_out:  # run, not paid: the monitor's held-out pass rate
+                - {stdin: "2\\n7 3\\n", stdout: "10 7\\n"}
             value: 1.0
           - prompt: Read n and then n integers; print their sum and their maximum.
             completion: |-
