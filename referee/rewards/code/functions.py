@@ -351,6 +351,7 @@ class FunctionTests(CaseJobs[FunctionTestsReference]):
               fn_name: two_sum
               inputs: [[[2, 7, 11, 15], 9], [[3, 2, 4], 6], [[3, 3], 6]]
               outputs: [[0, 1], [1, 2], [0, 1]]
+              held_out: {inputs: [[[1, 5, 9], 14]], outputs: [[1, 2]]}  # run, not paid
             value: 1.0
           - prompt: Write `two_sum(nums, target)`, the indices of two numbers adding up to target.
             completion: |-
