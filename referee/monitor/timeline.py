@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from referee.errors import RolloutError
 from referee.monitor import Alarm, StepFigures, Watch
 from referee.report.html import STYLE
+from referee.report.html import _fmt as _report_fmt
 
 __all__ = ["line_chart", "read_timeline", "render_timeline", "timeline_section"]
 
@@ -82,7 +83,7 @@ def _first(exc: ValidationError) -> str:
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None else f"{value:.{digits}g}"
+    return _report_fmt(value, digits)  # the report page's numbers, to 3 digits here
 
 
 def line_chart(
