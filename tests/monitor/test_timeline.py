@@ -155,3 +155,20 @@ def test_referee_watch_reports_the_agreement_of_named_components(tmp_path: Path)
     assert set(steps[0]["agreement"]) == {"loose~exact"}
     done = runner.invoke(main, ["watch", str(log), "--spec", str(spec), "--agree", "loose"])
     assert done.exit_code == 2 and "two component names and a comma" in done.output
+
+
+def test_names_and_messages_on_the_page_are_escaped(tmp_path: Path) -> None:
+    from referee.monitor import Alarm, ComponentFigures, StepFigures, Watch
+
+    bad = "</script><img src=x onerror=alert(1)>"
+    figures = [StepFigures(step=s, rollouts=2, reward=ComponentFigures(mean=0.5, std=0.0,
+                                                                          missing=0),
+                           components={bad: ComponentFigures(mean=0.1 * s, std=0.0, missing=0)},
+                           zero_variance=0.0, length_correlation=None, failures={}, blame={},
+                           faults={}, judge_cost=0.0) for s in range(3)]  # fmt: skip
+    alarm = Alarm(rule="gap", step=2, action="warn", value=1.0, bound=0.2, steps=1, message=bad)
+    page = render_timeline(Watch(steps=tuple(figures), alarms=(alarm,), stopped_at=None),
+                           source=str(tmp_path / bad))  # fmt: skip
+    drawn, _, data = page.partition('<script type="application/json" id="timeline-data">')
+    assert "<img" not in drawn and "&lt;img" in drawn  # drawn as text
+    assert data.count("</") == 3  # the embedded JSON cannot end its script: </script></body></html>
