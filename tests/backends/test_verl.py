@@ -319,6 +319,8 @@ def test_reward_loop_manager_meets_groups_across_workers(
     manager = {"source": "importlib", "name": "RefereeRewardLoopManager",
                "module": {"path": "pkg://referee.backends.verl", "name": None}}  # fmt: skip
     # Three workers, nine interleaved samples: each worker gets three, from different groups.
+    # (Nine over three: verl pads no copy in. A batch it pads is the open case of
+    # tests/backends/test_cohort.py::test_a_padding_copy_does_not_stand_in_for_a_real_member.)
     config = loop_config(tmp_path, manager, {"spec": rank_spec(ranking_server)}, n=3, workers=3)
     tok = tiny.tokenizer()
     batch = make_batch(tok, [(q, r, None) for q, r, _ in GROUPED], uids=[g for *_, g in GROUPED])
