@@ -32,7 +32,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -160,12 +159,12 @@ class RayReward(RewardBase):
         self.start_timeout = start_timeout
         self.address = address or "a local Ray"  # until joined: then the head's own address
         if not ray.is_initialized():
-            # Judges in the workers keep litellm's cost map offline, as in this process.
-            env = {"LITELLM_LOCAL_MODEL_COST_MAP": os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP",
-                                                                  "True")}  # fmt: skip
+            # No job-wide runtime_env: with one, Ray cannot hand an actor a worker it started
+            # ahead, and each actor costs a fresh process (about 3 s of CPU, not 1). Judges in
+            # the workers keep litellm's cost map offline anyway: `referee.judges` sets
+            # LITELLM_LOCAL_MODEL_COST_MAP when the reward's unpickling imports it.
             try:
-                ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                         runtime_env={"env_vars": env})  # fmt: skip
+                ray.init(address=address, include_dashboard=False, log_to_driver=False)
             except (ConnectionError, TimeoutError, ray.exceptions.RayError) as exc:
                 raise ClusterError(
                     f"cannot join the Ray cluster at {self.address}: {exc}", address=self.address
