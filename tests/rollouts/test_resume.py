@@ -57,12 +57,15 @@ def interrupted(
     return proc
 
 
-@pytest.fixture
-def setup(tmp_path: Path) -> tuple[Path, Path, list[str]]:
-    source = make_input(tmp_path / "in.jsonl", 4000)
-    spec = tmp_path / "spec.yaml"
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[str]]:
+    """The input, the spec and an uninterrupted run's output: made once for the module (the
+    tests only read them; each writes its own output in its own folder)."""
+    root = tmp_path_factory.mktemp("resume")
+    source = make_input(root / "in.jsonl", 4000)
+    spec = root / "spec.yaml"
     spec.write_text(SPEC)
-    reference = tmp_path / "reference.jsonl"
+    reference = root / "reference.jsonl"
     subprocess.run(cli(str(source), "--spec", str(spec), "-o", str(reference)), check=True)
     return source, spec, reference.read_text().splitlines()
 
