@@ -206,7 +206,7 @@ class RayReward(RewardBase):
 
         return {
             n["NodeID"]: n["Resources"]["CPU"]
-            for n in ray.nodes()  # type: ignore[no-untyped-call]
+            for n in ray.nodes()
             if n["Alive"] and n["Resources"].get("CPU", 0) > 0
             and n["NodeID"] not in self._failed_nodes
         }  # fmt: skip
