@@ -1,4 +1,9 @@
 PY ?= .venv/bin/python
+# Python's default: each module compiled once, to __pycache__, then read. A shell that sets
+# PYTHONDONTWRITEBYTECODE (as this machine's does) makes every process compile every module
+# it imports again: litellm alone took 8 s of CPU to import rather than 5, verl 9 rather than 6,
+# in each of the suite's hundreds of processes (tests/backends/test_openrlhf.py: 75 -> 33 CPU-s).
+unexport PYTHONDONTWRITEBYTECODE
 # uv resolves and installs from PyPI several times faster than pip; pinned, in the venv.
 UV_VERSION = 0.13.9
 UV = .venv/bin/uv pip install --python $(PY) -q -c requirements/constraints.txt
