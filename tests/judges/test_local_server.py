@@ -36,7 +36,7 @@ def test_a_server_that_exits_says_what_it_printed_and_leaves_no_log(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     server = _server(tmp_path, monkeypatch, 'echo "bad magic in model.gguf" >&2\nexit 3\n')
-    with pytest.raises(JudgeError, match="exited: bad magic in model.gguf"):
+    with pytest.raises(JudgeError, match=r"exited: bad magic in model\.gguf"):
         server.start()
     assert _logs(tmp_path) == []
     assert server.url == ""
@@ -46,7 +46,8 @@ def test_a_server_that_never_answers_is_stopped_says_what_it_printed_and_leaves_
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pid = tmp_path / "pid"
-    server = _server(tmp_path, monkeypatch, f'echo $$ > {pid}\necho "still loading"\nexec sleep 60\n')
+    script = f'echo $$ > {pid}\necho "still loading"\nexec sleep 60\n'
+    server = _server(tmp_path, monkeypatch, script)
     monkeypatch.setattr(local, "START_TIMEOUT", 1.0)
     with pytest.raises(JudgeError, match=r"did not start in 1s: still loading"):
         server.start()
