@@ -8,7 +8,6 @@ an honest client, or the server refusing to start with a message that says how t
 from __future__ import annotations
 
 import base64
-import dataclasses
 import gzip
 import json
 import os
@@ -453,14 +452,18 @@ def test_more_connections_than_the_hard_file_limit_allows_is_refused(spec_path: 
 def test_with_every_connection_busy_a_new_one_gets_503_and_the_server_recovers(
     serve: Any,
 ) -> None:
-    """Two requests held by a slow judge fill --max-connections 2: a third connection is
-    answered 503 at once rather than queued; once they finish, requests are served again."""
+    """Two requests held by a judge fill --max-connections 2: a third connection is answered
+    503 at once rather than queued; once they finish, requests are served again. The judge
+    holds them until the third has its answer (a fixed delay could run out first on a loaded
+    machine, and the third would be served)."""
 
     asked: list[float] = []
+    release = threading.Event()
 
     def slow(req: dict[str, Any]) -> Reply:
         asked.append(time.monotonic())
-        return dataclasses.replace(letter_judge(req), delay=2.0)
+        release.wait(WAIT)
+        return letter_judge(req)
 
     with FakeJudgeServer(slow) as judge:
         spec = {"type": "rubric_judge", "rubric": "helpfulness", "model": "openai/j",
@@ -478,8 +481,11 @@ def test_with_every_connection_busy_a_new_one_gets_503_and_the_server_recovers(
         while len(asked) < 2:
             assert time.monotonic() < deadline, "the two requests never reached the judge"
             time.sleep(0.02)
-        with connect(server) as third:
-            status, body = read_answer(third)
+        try:
+            with connect(server) as third:
+                status, body = read_answer(third)
+        finally:
+            release.set()
         assert status == 503 and body["error"]["type"] == "too_many_connections"
         for t in threads:
             t.join()
