@@ -66,17 +66,34 @@ def test_a_missing_gguf_package_names_the_extra(monkeypatch: pytest.MonkeyPatch)
 
 
 @needs_model
-def test_the_rebuilt_model_is_the_gguf_model_and_trainable(model_cache: Path) -> None:
+def test_the_rebuilt_model_is_the_gguf_model_and_trainable(
+    model_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import torch
     from transformers import AutoModelForCausalLM, LlamaForCausalLM
     from transformers.trainer_utils import validate_quantization_for_training
 
     path = pretrained.gguf_path()
     assert path.name == pretrained.SMOLLM2_FILE and path.stat().st_size > 50_000_000
-    model, tokenizer = pretrained.smollm2()
-    reference = AutoModelForCausalLM.from_pretrained(
-        str(path.parent), gguf_file=path.name, dtype=torch.float32
-    )
+    # The reference: the model transformers itself reads from the GGUF, the load the rebuild
+    # starts from (reading the GGUF a second time took 11 s of CPU), kept as it came out of
+    # transformers: its weights copied before the rebuild touches anything.
+    real = AutoModelForCausalLM.from_pretrained.__func__  # type: ignore[attr-defined]
+    loads: list[tuple[Any, dict[str, Any], tuple[Any, ...], dict[str, Any]]] = []
+
+    def kept(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        loaded = real(cls, *args, **kwargs)
+        weights = {k: v.clone() for k, v in loaded.state_dict().items()}
+        loads.append((loaded, weights, args, kwargs))
+        return loaded
+
+    with monkeypatch.context() as patched:
+        patched.setattr(AutoModelForCausalLM, "from_pretrained", classmethod(kept))
+        model, tokenizer = pretrained.smollm2()
+    [(reference, weights, args, kwargs)] = loads
+    assert args == (str(path.parent),)
+    assert kwargs == {"gguf_file": path.name, "dtype": torch.float32}
+    reference.load_state_dict(weights)
     assert type(model) is LlamaForCausalLM
     assert sum(p.numel() for p in model.parameters()) == pytest.approx(134.5e6, rel=0.01)
     messages = [{"role": "user", "content": "Acme Inc. raised $5 million. Who raised money?"}]
