@@ -35,6 +35,7 @@ __all__ = [
     "TypeReference",
     "all_references",
     "index_markdown",
+    "type_examples",
     "type_reference",
 ]
 
@@ -181,6 +182,23 @@ def _nested(properties: Iterable[Mapping[str, Any]], defs: Mapping[str, Any]) ->
     return out
 
 
+def type_examples(name: str) -> tuple[str | None, ScoringExample | None]:
+    """The registered type `name`'s example spec (its docstring's ``Example:`` YAML) and its
+    scoring example (``Scores:``), without the rest of its reference (its options' schema,
+    most of `type_reference`'s time).
+
+    Raises:
+        KeyError: no type of that name is registered.
+        ValueError: its ``Scores:`` section is not a scoring example.
+    """
+    cls = lookup(name)
+    if cls is None:
+        raise KeyError(name)
+    _, _, sections = _docstring(cls)
+    example = _example(sections.get("Example") or sections.get("Examples"))
+    return example, _scores(sections.get("Scores"), name)
+
+
 def type_reference(name: str) -> TypeReference:
     """The reference of the registered reward type `name` (built-in or plugin).
 
@@ -195,7 +213,8 @@ def type_reference(name: str) -> TypeReference:
     schema = json_schema([name])
     defs = schema["$defs"]
     own = defs[f"type-{name}"]
-    summary, description, sections = _docstring(cls)
+    summary, description, _ = _docstring(cls)
+    example, scores = type_examples(name)
     properties = {
         key: prop
         for key, prop in sorted(
@@ -210,8 +229,8 @@ def type_reference(name: str) -> TypeReference:
         description=description,
         runs=runs_where(cls),
         options=tuple(options),
-        example=_example(sections.get("Example") or sections.get("Examples")),
-        scores=_scores(sections.get("Scores"), name),
+        example=example,
+        scores=scores,
         defined_in=f"{cls.__module__}.{cls.__qualname__}",
         plugin=not cls.__module__.startswith("referee."),
         nested=tuple(_nested(properties.values(), defs)),

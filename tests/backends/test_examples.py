@@ -13,12 +13,14 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("trl", reason="the trl extra is not installed")
-pytest.importorskip("verl", reason="the verl extra is not installed")
 
 import referee
 from referee.backends import verl as rv
 from referee.rollouts import RowOk, read_rollouts
 from tests.support import tiny
+from tests.support.extras import needs
+
+pytestmark = needs("verl", "the verl extra is not installed")
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

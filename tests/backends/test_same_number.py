@@ -21,7 +21,6 @@ import pytest
 import yaml
 
 pytest.importorskip("trl", reason="the trl extra is not installed")
-pytest.importorskip("verl", reason="the verl extra is not installed")
 
 import referee
 from referee import Rollout
@@ -29,9 +28,12 @@ from referee.backends import verl as rv
 from referee.backends.trl import reward_funcs
 from referee.judges.testing import FakeJudgeServer
 from tests.support import tiny
+from tests.support.extras import needs
 from tests.support.ors import events, http
 from tests.support.serving import Server, request
 from tests.support.verl import last_token_positions, loop_config, make_batch
+
+pytestmark = needs("verl", "the verl extra is not installed")
 
 ROWS = [  # prompt, completion, reference
     ("Extract the amount: paid 12 dollars", '{"amount": 12, "currency": "USD"}',

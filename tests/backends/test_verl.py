@@ -11,19 +11,17 @@ import numpy as np
 import pytest
 import yaml
 
-pytest.importorskip("verl", reason="the verl extra is not installed (pip install 'referee[verl]')")
-
-import torch
-from verl import DataProto
-
 import referee
 from referee import Rollout
 from referee.backends import verl as rv
 from referee.errors import SpecError
 from referee.judges.testing import FakeJudgeServer
 from tests.support import tiny
+from tests.support.extras import needs
 from tests.support.judges import GROUPED, GROUPED_WANT, attempts, rank_spec, relative
 from tests.support.verl import last_token_positions, loop_config, make_batch
+
+pytestmark = needs("verl", "the verl extra is not installed (pip install 'referee[verl]')")
 
 SPEC = {
     "name": "extract",
@@ -358,6 +356,9 @@ def test_group_collector_late_copies_stragglers_and_timeouts(
 
 
 def test_per_turn_rewards_sit_at_the_end_of_each_turn(spec_path: str) -> None:
+    import torch
+    from verl import DataProto
+
     tok = tiny.tokenizer()
     pad = tok.pad_token_id
     parameters = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}

@@ -10,13 +10,14 @@ from typing import Any
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+import referee
+from referee import Rollout, SpecError
+from referee.models.testing import tiny_model
+from referee.rewards import RewardModel
+from tests.support.extras import needs
 
-import referee  # noqa: E402
-from referee import Rollout, SpecError  # noqa: E402
-from referee.models.testing import tiny_model  # noqa: E402
-from referee.rewards import RewardModel  # noqa: E402
+pytestmark = [needs("torch", "torch is not installed"),
+              needs("transformers", "transformers is not installed")]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +52,8 @@ def test_a_hub_id_that_cannot_be_loaded_fails_every_rollout_naming_it(
 
 
 def test_a_checkpoint_without_a_reward_head_is_refused(tmp_path: Path) -> None:
+    import transformers
+
     config = transformers.LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32,
                                       num_hidden_layers=1, num_attention_heads=2)  # fmt: skip
     transformers.LlamaForCausalLM(config).save_pretrained(tmp_path / "lm")
@@ -67,6 +70,8 @@ def test_a_checkpoint_without_a_reward_head_is_refused(tmp_path: Path) -> None:
 
 
 def test_one_model_per_process_shared_by_every_reward_that_names_it(rm_path: Path) -> None:
+    import torch
+
     first, second = RewardModel(model=str(rm_path)), RewardModel(model=str(rm_path), name="b")
     loaded = first.load()
     assert second.load() is loaded

@@ -10,16 +10,17 @@ from typing import Any
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+import referee
+from referee import Rollout, SpecError
+from referee.models.testing import FakeRewardServer, tiny_model
+from referee.report.diagnostics import ReportRow, build_report
+from referee.rewards import ProcessRewardModel
+from referee.rollout import Message
+from referee.steps import fold_steps
+from tests.support.extras import needs
 
-import referee  # noqa: E402
-from referee import Rollout, SpecError  # noqa: E402
-from referee.models.testing import FakeRewardServer, tiny_model  # noqa: E402
-from referee.report.diagnostics import ReportRow, build_report  # noqa: E402
-from referee.rewards import ProcessRewardModel  # noqa: E402
-from referee.rollout import Message  # noqa: E402
-from referee.steps import fold_steps  # noqa: E402
+pytestmark = [needs("torch", "torch is not installed"),
+              needs("transformers", "transformers is not installed")]  # fmt: skip
 
 TOL = 1e-5
 SEP = "<extra_0>"
@@ -34,6 +35,9 @@ def prm_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def direct(prm_path: Path) -> Any:
     """Qwen2.5-Math-PRM's own recipe: softmax of the logits where the input is the separator,
     class 1."""
+    import torch
+    import transformers
+
     tokenizer = transformers.AutoTokenizer.from_pretrained(prm_path)
     model = transformers.AutoModelForTokenClassification.from_pretrained(
         prm_path, dtype=torch.float32

@@ -14,18 +14,19 @@ from typing import Any
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+import referee
+from referee import Rollout
+from referee._aio import run_sync
+from referee.models import loading
+from referee.models.testing import FakeRewardServer, Fault, tiny_model
+from referee.report.diagnostics import ReportRow, build_report
+from referee.report.probes import run_probes
+from referee.reward import needs_groups
+from referee.rewards import GroupRewardModel, RewardModel
+from tests.support.extras import needs
 
-import referee  # noqa: E402
-from referee import Rollout  # noqa: E402
-from referee._aio import run_sync  # noqa: E402
-from referee.models import loading  # noqa: E402
-from referee.models.testing import FakeRewardServer, Fault, tiny_model  # noqa: E402
-from referee.report.diagnostics import ReportRow, build_report  # noqa: E402
-from referee.report.probes import run_probes  # noqa: E402
-from referee.reward import needs_groups  # noqa: E402
-from referee.rewards import GroupRewardModel, RewardModel  # noqa: E402
+pytestmark = [needs("torch", "torch is not installed"),
+              needs("transformers", "transformers is not installed")]  # fmt: skip
 
 TOL = 1e-5
 PROMPT = [{"role": "system", "content": "w1 w2"}, {"role": "user", "content": "w3 w4 w5"}]
@@ -39,6 +40,9 @@ def rm_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def direct(rm_path: Path) -> Any:
     """TRL's GRPOTrainer's own computation, on its own copy of the model."""
+    import torch
+    import transformers
+
     tokenizer = transformers.AutoTokenizer.from_pretrained(rm_path)
     model = transformers.AutoModelForSequenceClassification.from_pretrained(
         rm_path, dtype=torch.float32

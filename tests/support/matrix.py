@@ -57,7 +57,7 @@ from referee.registry import lookup
 from referee.reward import needs, needs_groups, reference_powers
 from referee.rollout import Rollout
 from referee.spec.examples import PreparedExample, ScoringExample, missing, prepared
-from referee.spec.reference import type_reference
+from referee.spec.reference import type_examples
 from tests.support.doors import Door
 
 DOOR_TIMEOUT = 180.0
@@ -110,7 +110,7 @@ def example_types() -> list[str]:
     out = []
     for name in registered_types():
         with contextlib.suppress(Exception):
-            if type_reference(name).scores is not None:
+            if type_examples(name)[1] is not None:
                 out.append(name)
     return out
 
@@ -151,9 +151,9 @@ def prepared_cases(
     cases: dict[str, Case] = {}
     with contextlib.ExitStack() as stack:
         for name in names:
-            ref = type_reference(name)
-            assert ref.example is not None and ref.scores is not None
-            case = Case(name, ref.scores, yaml.safe_load(ref.example))
+            spec, scores = type_examples(name)
+            assert spec is not None and scores is not None
+            case = Case(name, scores, yaml.safe_load(spec))
             cases[name] = case
             case.skip = missing(case.example.needs)
             if case.skip is not None:

@@ -1,16 +1,18 @@
 """verl's side of a test: real `DataProto` batches as its rollout gives them, and the config of
-its reward loop. Import it after ``pytest.importorskip("verl")``."""
+its reward loop. verl and torch are imported when a batch is made, not with this module
+(`tests.support.extras.need`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-from verl import DataProto
 
 from tests.support import tiny
+
+if TYPE_CHECKING:
+    from verl import DataProto
 
 
 def make_batch(
@@ -21,6 +23,9 @@ def make_batch(
     response_len: int = 48,
 ) -> DataProto:
     """A verl batch: left-padded prompts, right-padded responses, as verl's rollout gives."""
+    import torch
+    from verl import DataProto
+
     pad = tok.pad_token_id
     prompts, responses, masks = [], [], []
     for prompt, response, _ in items:

@@ -1,0 +1,20 @@
+"""Skipping a test module whose extra is not installed, without importing the extra.
+
+`pytest.importorskip` at a module's top imports the package while the module is collected,
+and every pytest-xdist worker collects every module: verl's import (torch, tensordict) took
+about 6 s of CPU in each worker, most of which never ran a verl test. `needs` asks only
+whether the package is installed; the tests import it when they run. A package that is
+installed but does not import then fails its tests, as a broken install should, rather than
+skipping them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+
+def needs(package: str, reason: str) -> pytest.MarkDecorator:
+    """A module's ``pytestmark``: skip its tests where top-level `package` is not installed."""
+    return pytest.mark.skipif(importlib.util.find_spec(package) is None, reason=reason)
