@@ -143,8 +143,9 @@ def test_the_same_number_everywhere(
     positions = last_token_positions(batch)
     results["verl_legacy"] = [tensor[i, p].item() for i, p in enumerate(positions)]
 
-    # verl: compute_score_async through the reward loop on Ray
-    config = loop_config(tmp_path, {}, {"spec": str(spec_path)}, n=1, workers=2)
+    # verl: compute_score_async through the reward loop on Ray (one worker: test_verl.py splits
+    # a batch over two)
+    config = loop_config(tmp_path, {}, {"spec": str(spec_path)}, n=1, workers=1)
     rm = RewardLoopManager(config).compute_rm_score(batch).batch["rm_scores"]
     results["verl_reward_loop"] = [rm[i, p].item() for i, p in enumerate(positions)]
 
