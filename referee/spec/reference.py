@@ -194,7 +194,10 @@ def type_examples(name: str) -> tuple[str | None, ScoringExample | None]:
     cls = lookup(name)
     if cls is None:
         raise KeyError(name)
-    _, _, sections = _docstring(cls)
+    return _examples(_docstring(cls)[2], name)
+
+
+def _examples(sections: Mapping[str, str], name: str) -> tuple[str | None, ScoringExample | None]:
     example = _example(sections.get("Example") or sections.get("Examples"))
     return example, _scores(sections.get("Scores"), name)
 
@@ -213,8 +216,8 @@ def type_reference(name: str) -> TypeReference:
     schema = json_schema([name])
     defs = schema["$defs"]
     own = defs[f"type-{name}"]
-    summary, description, _ = _docstring(cls)
-    example, scores = type_examples(name)
+    summary, description, sections = _docstring(cls)
+    example, scores = _examples(sections, name)
     properties = {
         key: prop
         for key, prop in sorted(
