@@ -48,65 +48,14 @@ _RAY_MODULES = frozenset({
 })  # fmt: skip
 
 
-# Seconds of test time of the slowest modules in a fresh-clone CI (2026-12-07; the budget in
-# docs/contributing.md). Modules run longest first, so the workers finish together: xdist's own
-# order (by number of tests) left models/test_pretrained.py (8 tests, 117 s) near the end, for
-# one worker to run while the others had nothing left. A module not named here runs after
-# these, the ones with more tests first; a rough figure is enough.
-_SECONDS = {
-    "tests/backends/test_matrix.py": 218, "tests/backends/test_ray_cluster.py": 113,
-    "tests/backends/test_verl.py": 90, "tests/backends/test_same_number.py": 71,
-    "tests/backends/test_distributed.py": 64, "tests/backends/test_examples.py": 48,
-    "tests/rewards/text/test_instruction_following.py": 188,
-    "tests/rewards/test_languages_hostile.py": 159, "tests/rewards/test_function_tests.py": 154,
-    "tests/rewards/math/test_reasoning_gym.py": 143, "tests/models/test_pretrained.py": 117,
-    "tests/verifiers/sandbox/test_backends.py": 85, "tests/test_blame_battery.py": 84,
-    "tests/rewards/test_hostile.py": 79, "tests/backends/test_openrlhf.py": 65,
-    "tests/rewards/test_languages.py": 58, "tests/test_no_silent_pass.py": 57,
-    "tests/report/test_audit.py": 52, "tests/rewards/test_harbor.py": 51,
-    "tests/backends/test_server_security.py": 49, "tests/test_docs.py": 46,
-    "tests/rewards/test_patch_images.py": 45, "tests/rollouts/test_resume.py": 45,
-    "tests/workers/test_pool.py": 44, "tests/rewards/test_patch_tests.py": 43,
-    "tests/rewards/test_code.py": 39, "tests/backends/test_server.py": 36,
-    "tests/backends/test_hostile_backends.py": 36, "tests/rewards/judged/test_judges.py": 32,
-    "tests/judges/test_client.py": 28, "tests/judges/test_hostile_judges.py": 26,
-    "tests/report/test_report.py": 26, "tests/rewards/test_patch_hostile.py": 25,
-    "tests/docs/test_getting_started_page.py": 21,
-}  # fmt: skip
-
-
-def _scope(module: str) -> str:
-    return "ray" if module in _RAY_MODULES else module
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The longest modules first (`_SECONDS`; the Ray modules as one), each module's tests
-    together and in their own order; every worker collects the same order, and the
-    scheduler below hands the modules out in it."""
-    count: dict[str, int] = {}
-    for item in items:
-        scope = _scope(item.nodeid.split("::", 1)[0])
-        count[scope] = count.get(scope, 0) + 1
-    seconds: dict[str, float] = {}
-    for module, took in _SECONDS.items():
-        seconds[_scope(module)] = seconds.get(_scope(module), 0) + took
-    first = {scope: i for i, scope in enumerate(count)}
-
-    def longest_first(item: pytest.Item) -> tuple[float, int, int]:
-        scope = _scope(item.nodeid.split("::", 1)[0])
-        return -seconds.get(scope, 0), -count[scope], first[scope]
-
-    items.sort(key=longest_first)  # stable: a module's tests keep their order
-
-
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     from xdist.scheduler import LoadScopeScheduling
 
     class ByModule(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return _scope(nodeid.split("::", 1)[0])
+            module = nodeid.split("::", 1)[0]
+            return "ray" if module in _RAY_MODULES else module
 
-    config.option.loadscopereorder = False  # the collection's order (above), not xdist's
     return ByModule(config, log)
 
 
