@@ -20,7 +20,7 @@ from referee.rollouts import RowOk, read_rollouts
 from tests.support import tiny
 from tests.support.extras import needs
 
-pytestmark = needs("verl", "the verl extra is not installed")
+pytestmark = needs("verl", reason="the verl extra is not installed")
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

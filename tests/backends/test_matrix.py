@@ -29,7 +29,7 @@ from tests.support.doors import DOORS, Door, cell, refusal_words
 from tests.support.extras import needs
 from tests.support.matrix import Case, Context, Outcome, example_types, grouped_type, prepared_cases
 
-pytestmark = needs("verl", "the verl extra is not installed")
+pytestmark = needs("verl", reason="the verl extra is not installed")
 
 TYPES = example_types()
 CELLS = [pytest.param(name, door, id=f"{name}-{door.name}") for name in TYPES for door in DOORS]

@@ -33,7 +33,7 @@ from tests.support.ors import events, http
 from tests.support.serving import Server, request
 from tests.support.verl import last_token_positions, loop_config, make_batch
 
-pytestmark = needs("verl", "the verl extra is not installed")
+pytestmark = needs("verl", reason="the verl extra is not installed")
 
 ROWS = [  # prompt, completion, reference
     ("Extract the amount: paid 12 dollars", '{"amount": 12, "currency": "USD"}',

@@ -21,7 +21,7 @@ from tests.support.extras import needs
 from tests.support.judges import GROUPED, GROUPED_WANT, attempts, rank_spec, relative
 from tests.support.verl import last_token_positions, loop_config, make_batch
 
-pytestmark = needs("verl", "the verl extra is not installed (pip install 'referee[verl]')")
+pytestmark = needs("verl", reason="the verl extra is not installed (pip install 'referee[verl]')")
 
 SPEC = {
     "name": "extract",

@@ -16,8 +16,7 @@ from referee.models.testing import tiny_model
 from referee.rewards import RewardModel
 from tests.support.extras import needs
 
-pytestmark = [needs("torch", "torch is not installed"),
-              needs("transformers", "transformers is not installed")]  # fmt: skip
+pytestmark = needs("torch", "transformers", reason="the reward model's libraries are not installed")
 
 
 @pytest.fixture(scope="module")

@@ -19,8 +19,7 @@ from referee.rollout import Message
 from referee.steps import fold_steps
 from tests.support.extras import needs
 
-pytestmark = [needs("torch", "torch is not installed"),
-              needs("transformers", "transformers is not installed")]  # fmt: skip
+pytestmark = needs("torch", "transformers", reason="the reward model's libraries are not installed")
 
 TOL = 1e-5
 SEP = "<extra_0>"

@@ -25,8 +25,7 @@ from referee.reward import needs_groups
 from referee.rewards import GroupRewardModel, RewardModel
 from tests.support.extras import needs
 
-pytestmark = [needs("torch", "torch is not installed"),
-              needs("transformers", "transformers is not installed")]  # fmt: skip
+pytestmark = needs("torch", "transformers", reason="the reward model's libraries are not installed")
 
 TOL = 1e-5
 PROMPT = [{"role": "system", "content": "w1 w2"}, {"role": "user", "content": "w3 w4 w5"}]

@@ -15,6 +15,8 @@ import importlib.util
 import pytest
 
 
-def needs(package: str, reason: str) -> pytest.MarkDecorator:
-    """A module's ``pytestmark``: skip its tests where top-level `package` is not installed."""
-    return pytest.mark.skipif(importlib.util.find_spec(package) is None, reason=reason)
+def needs(*packages: str, reason: str) -> pytest.MarkDecorator:
+    """A module's ``pytestmark``: skip its tests where a top-level package of `packages` is
+    not installed."""
+    absent = [p for p in packages if importlib.util.find_spec(p) is None]
+    return pytest.mark.skipif(bool(absent), reason=f"{reason} ({', '.join(absent)} missing)")
