@@ -33,6 +33,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from referee._paths import cache_dir
+
 __all__ = [
     "FRONT_SIZE",
     "FrontMixin",
@@ -52,10 +54,7 @@ FRONT_SIZE = 100_000
 
 def default_cache_path() -> Path:
     """``$REFEREE_CACHE_DIR/judge.sqlite``, else ``~/.cache/referee/judge.sqlite``."""
-    base = os.environ.get("REFEREE_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "referee"
-    )
-    return Path(base) / "judge.sqlite"
+    return cache_dir() / "judge.sqlite"
 
 
 _COMPACT = json.JSONEncoder(

@@ -54,8 +54,8 @@ from referee.judges.logprobs import Candidates, candidates_at_values
 from referee.judges.redis_cache import check_cache_url
 from referee.judges.stores import shared_cache
 from referee.judges.transport import Completion, Request, Transport, route, send_http
+from referee.judges.via_litellm import learn, price, send_litellm, supports_schema
 from referee.judges.via_litellm import load as load_litellm
-from referee.judges.via_litellm import price, send_litellm, supports_schema
 from referee.verifiers.jsontext import json_values, parse_json
 
 __all__ = [
@@ -279,7 +279,7 @@ class JudgeClient:
             if hit is not None:
                 return hit
         started = time.monotonic()
-        await load_litellm()  # its cost map and model table, off the event loop
+        await learn(self.model)  # litellm's prices and model table, off the event loop
         response_format = self._response_format(schema)
         done = await self._complete(messages, response_format, params)
         text, cost, p_tok, c_tok = done.text, done.cost, done.prompt_tokens, done.completion_tokens
@@ -341,6 +341,8 @@ class JudgeClient:
             self.max_reply_bytes,
         )
         send = send_http if route(model, self.transport) == "http" else send_litellm
+        if send is send_litellm:
+            await load_litellm()  # imported off the event loop
         last = Retry("no attempt was made")
         for attempt in range(self.retries + 1):
             check_budget()

@@ -46,6 +46,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from referee._paths import cache_dir
 from referee.errors import JudgeError, MissingDependency
 
 __all__ = [
@@ -117,8 +118,7 @@ def is_local(model: str) -> bool:
 
 
 def _cache_dir() -> Path:
-    root = os.environ.get("REFEREE_CACHE_DIR") or Path.home() / ".cache" / "referee"
-    return Path(root) / "models"
+    return cache_dir() / "models"
 
 
 def gguf_file(name: str) -> tuple[Path, str | None]:

@@ -2,7 +2,9 @@
 and capability table behind both transports.
 
 litellm is imported on first use, once, with its console banners off and its cost map read
-from the package (it would fetch one from the internet otherwise).
+from the package (it would fetch one from the internet otherwise). What it says of a model is
+kept between processes (below), so a process that judges over referee's own transport need not
+import it at all.
 """
 
 from __future__ import annotations
@@ -11,14 +13,22 @@ import asyncio
 import contextlib
 import copy
 import functools
+import importlib.metadata
+import json
 import os
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from referee._http import Retry, retry_after
+from referee._paths import cache_dir
 from referee.errors import JudgeError, MissingDependency
 from referee.judges.transport import Completion, Request
 
-__all__ = ["import_litellm", "load", "price", "send_litellm", "supports_schema"]
+__all__ = ["import_litellm", "learn", "load", "price", "send_litellm", "supports_schema"]
 
 
 # litellm prints "Give Feedback / Get Help" banners (and a provider list) to the console on every
@@ -53,32 +63,126 @@ async def load() -> None:
             await asyncio.to_thread(import_litellm)
 
 
-@functools.cache
-def _rates(model: str) -> tuple[float, float]:
+# What litellm says of a model (its prices, whether it takes a JSON schema) is read from the
+# cost map bundled with the installed litellm, so it is the same in every process until litellm
+# changes. Importing litellm to ask costs about 6 s of CPU, in every reward worker, trainer and
+# server process that judges, for a judge that is often a local server litellm does not know.
+# The answers are kept in the cache folder, per litellm version, and a process that finds its
+# model there does not import litellm. Kept only when litellm reads its bundled map (it fetches
+# one otherwise, which can change) and only from a litellm referee imported itself (a process
+# that imported litellm first may have registered prices of its own: it is asked directly).
+
+
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    per_prompt: float  # US dollars per token
+    per_completion: float
+    schema: bool  # takes a JSON-schema response format
+
+
+_MEMO_LIMIT = 1000
+"""Models kept in the answers file; past it the file starts afresh."""
+
+_known: dict[str, _Facts] = {}
+_memo_lock = threading.Lock()
+
+
+def _memo_file() -> Path | None:
+    if os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP", "True").lower() != "true":
+        return None
     try:
-        litellm = import_litellm()
+        version = importlib.metadata.version("litellm")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    return cache_dir() / "litellm" / f"{version}.json"
+
+
+def _read_memo(path: Path) -> dict[str, Any]:
+    try:
+        memo = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}  # none yet, or torn: asked again and written afresh
+    return memo if isinstance(memo, dict) else {}
+
+
+def _from_memo(entry: Any) -> _Facts | None:
+    if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[2], bool)):
+        return None
+    rates = entry[:2]
+    if not all(isinstance(r, int | float) and not isinstance(r, bool) for r in rates):
+        return None
+    return _Facts(float(rates[0]), float(rates[1]), entry[2])
+
+
+def _remember(path: Path, model: str, facts: _Facts) -> None:
+    with _memo_lock, contextlib.suppress(OSError):
+        memo = _read_memo(path)
+        if len(memo) >= _MEMO_LIMIT:
+            memo = {}
+        memo[model] = [facts.per_prompt, facts.per_completion, facts.schema]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False) as f:
+            json.dump(memo, f)
+        os.replace(f.name, path)  # a reader sees the old file or the new one, never half
+
+
+def _ask(litellm: Any, model: str) -> _Facts:
+    try:
         per_prompt, per_completion = litellm.cost_per_token(
             model=model, prompt_tokens=1_000_000, completion_tokens=1_000_000
         )
+        rates = float(per_prompt) / 1e6, float(per_completion) / 1e6
     except Exception:
-        return 0.0, 0.0  # a model missing from the cost map (a local server) costs nothing known
-    return float(per_prompt) / 1e6, float(per_completion) / 1e6
+        rates = 0.0, 0.0  # a model missing from the cost map (a local server) costs nothing known
+    try:
+        schema = bool(litellm.supports_response_schema(model=model))
+    except Exception:
+        schema = False
+    return _Facts(*rates, schema)
+
+
+def _loaded() -> bool:
+    return "litellm" in sys.modules
+
+
+def _facts(model: str) -> _Facts:
+    """What litellm says of `model`: from this process's answers, the answers file, or litellm
+    (imported for it, once). Without litellm: no price, no schema."""
+    known = _known.get(model)
+    if known is not None:
+        return known
+    path = None if _loaded() else _memo_file()
+    if path is not None:
+        known = _from_memo(_read_memo(path).get(model))
+    if known is None:
+        try:
+            known = _ask(import_litellm(), model)
+        except MissingDependency:
+            return _Facts(0.0, 0.0, False)
+        if path is not None:
+            _remember(path, model, known)
+    _known[model] = known
+    return known
+
+
+async def learn(model: str) -> None:
+    """Have what litellm says of `model` at hand (`price`, `supports_schema`), found in a
+    worker thread the first time: reading it may import litellm, and the event loop keeps
+    serving meanwhile."""
+    if model not in _known:
+        await asyncio.to_thread(_facts, model)
 
 
 def price(model: str, prompt_tokens: int, completion_tokens: int) -> float:
     """What a call cost in US dollars, at litellm's per-token prices for `model` (0.0 for a
     model its cost map does not know, or without litellm)."""
-    rate_in, rate_out = _rates(model)
-    return prompt_tokens * rate_in + completion_tokens * rate_out
+    facts = _facts(model)
+    return prompt_tokens * facts.per_prompt + completion_tokens * facts.per_completion
 
 
-@functools.cache
 def supports_schema(model: str) -> bool:
     """Whether litellm says `model` takes a JSON-schema response format."""
-    try:
-        return bool(import_litellm().supports_response_schema(model=model))
-    except Exception:
-        return False
+    return _facts(model).schema
 
 
 @functools.cache

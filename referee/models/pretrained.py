@@ -29,6 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
+from referee._paths import cache_dir
 from referee.errors import MissingDependency, ModelLoadError
 from referee.models.loading import torch_module, transformers_module
 
@@ -75,12 +76,9 @@ def gguf_path() -> Path:
 
 def _cache_folder(path: Path, transformers_version: str) -> Path:
     """Where the rebuilt model of the GGUF at `path` is kept, for this transformers version."""
-    base = os.environ.get("REFEREE_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "referee"
-    )
     stat = path.stat()
     key = f"{path.stem}-{stat.st_size}-{stat.st_mtime_ns}-transformers-{transformers_version}"
-    return Path(base) / "models" / key
+    return cache_dir() / "models" / key
 
 
 def _keep(folder: Path, model: Any, tokenizer: Any) -> None:
