@@ -49,7 +49,7 @@ from referee.judges.limits import (
     spent,
     token_rate,
 )
-from referee.judges.local import bounded_strings, is_local, local_server
+from referee.judges.local import bounded_schema, is_local, local_server
 from referee.judges.logprobs import Candidates, candidates_at_values
 from referee.judges.redis_cache import check_cache_url
 from referee.judges.stores import shared_cache
@@ -244,7 +244,7 @@ class JudgeClient:
             return None
         sent = _json_schema(schema)
         if is_local(self.model):
-            sent = bounded_strings(sent)
+            sent = bounded_schema(sent)
         return {"type": "json_schema", "json_schema": {"name": schema.__name__, "schema": sent}}
 
     async def judge(

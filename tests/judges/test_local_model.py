@@ -28,7 +28,7 @@ from referee.judges.local import (
     LocalServer,
     UnsupportedCPU,
     local_server,
-    server_binary,
+    server_commands,
 )
 
 pytestmark = pytest.mark.local_model
@@ -36,7 +36,7 @@ pytestmark = pytest.mark.local_model
 
 def _need(name: str) -> None:
     try:
-        server_binary()
+        server_commands()
     except MissingDependency as exc:
         pytest.skip(str(exc))
     model = LOCAL_MODELS[name]

