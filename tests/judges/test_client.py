@@ -16,10 +16,6 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-pytest.importorskip(
-    "litellm", reason="the judges extra is not installed (pip install referee[judges])"
-)
-
 from referee._aio import run_sync
 from referee.judges import (
     BudgetExceeded,
@@ -31,7 +27,10 @@ from referee.judges import (
 )
 from referee.judges import client as client_module
 from referee.judges.testing import FakeJudgeServer, Fault, Reply
+from tests.support.extras import JUDGES
 from tests.support.transports import each_transport  # noqa: F401 (autouse: both transports)
+
+pytestmark = JUDGES
 
 
 class Grade(BaseModel):

@@ -13,12 +13,11 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip(
-    "litellm", reason="the judges extra is not installed (pip install referee[judges])"
-)
-
 from referee.judges import via_litellm
 from referee.judges.testing import FakeJudgeServer, Reply
+from tests.support.extras import JUDGES
+
+pytestmark = JUDGES
 
 PRICED = "openai/gpt-4.1-mini"  # in litellm's bundled cost map
 UNPRICED = "openai/a-local-server-model"

@@ -20,3 +20,10 @@ def needs(*packages: str, reason: str) -> pytest.MarkDecorator:
     not installed."""
     absent = [p for p in packages if importlib.util.find_spec(p) is None]
     return pytest.mark.skipif(bool(absent), reason=f"{reason} ({', '.join(absent)} missing)")
+
+
+JUDGES = needs(
+    "litellm", reason="the judges extra is not installed (pip install 'referee[judges]')"
+)
+"""The judge modules' mark: litellm is imported by the tests that use it (about 6 s of CPU in
+a worker), not by every worker that collects them."""

@@ -10,15 +10,14 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip(
-    "litellm", reason="the judges extra is not installed (pip install referee[judges])"
-)
-
 import referee
 from referee.judges.testing import FakeJudgeServer, Reply
 from referee.rewards.judged import group_rank
+from tests.support.extras import JUDGES
 from tests.support.rollouts import make
 from tests.support.transports import each_transport  # noqa: F401 (autouse: both transports)
+
+pytestmark = JUDGES
 
 
 def attempts(request: dict[str, Any]) -> list[str]:

@@ -13,17 +13,16 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip(
-    "litellm", reason="the judges extra is not installed (pip install referee[judges])"
-)
-
 import referee
 from referee.judges import JudgeClient, JudgeOptions
 from referee.judges.testing import FakeJudgeServer, Reply, Token
 from referee.reward import DEFAULT_CONCURRENCY
 from referee.rewards import RubricJudge
+from tests.support.extras import JUDGES
 from tests.support.rollouts import make
 from tests.support.transports import each_transport  # noqa: F401 (autouse: both transports)
+
+pytestmark = JUDGES
 
 GOOD, BAD = 5, 1  # the scripted judge's scores for a good and a bad answer
 

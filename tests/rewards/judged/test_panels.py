@@ -11,14 +11,13 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip(
-    "litellm", reason="the judges extra is not installed (pip install referee[judges])"
-)
-
 import referee
 from referee.judges import limits
 from referee.judges.testing import FakeJudgeServer, Fault, Reply
+from tests.support.extras import JUDGES
 from tests.support.rollouts import make
+
+pytestmark = JUDGES
 
 # Real model names, so litellm's price table gives each call a cost.
 A, B, C = "openai/gpt-4.1-mini", "openai/gpt-4.1-nano", "openai/gpt-4o-mini"

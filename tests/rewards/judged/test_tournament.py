@@ -13,9 +13,6 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip(
-    "litellm", reason="the judges extra is not installed (pip install referee[judges])"
-)
 pytest.importorskip("choix", reason="the judges extra: pip install 'referee[judges]'")
 
 import choix
@@ -26,7 +23,10 @@ from referee.errors import MissingDependency, SpecError
 from referee.judges import JudgeClient, set_spend_cap
 from referee.judges.testing import FakeJudgeServer, Fault, Reply
 from referee.rewards.judged.tournament import PairwiseTournament, tournament_pairs
+from tests.support.extras import JUDGES
 from tests.support.rollouts import make
+
+pytestmark = JUDGES
 
 
 def shown(request: dict[str, Any]) -> tuple[str, str]:
