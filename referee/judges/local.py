@@ -65,6 +65,7 @@ __all__ = [
     "local_server",
     "missing",
     "server_commands",
+    "stop_servers",
 ]
 
 PREFIX = "local/"
@@ -351,13 +352,15 @@ _servers: dict[str, LocalServer] = {}
 _lock = threading.Lock()
 
 
-def _stop_all() -> None:
+def stop_servers() -> None:
+    """Stop every local judge server this process started (also done at exit); the next
+    call to a local model starts its server again."""
     for server in list(_servers.values()):
         server.stop()
     _servers.clear()
 
 
-atexit.register(_stop_all)
+atexit.register(stop_servers)
 
 
 def _started(name: str) -> str:

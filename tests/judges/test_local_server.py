@@ -145,3 +145,19 @@ def test_the_schema_sent_to_a_local_server_caps_strings_and_closes_objects() -> 
     assert sent["$defs"]["Criteria"]["additionalProperties"] is False  # type: ignore[index]
     assert sent["$defs"]["Open"]["additionalProperties"] is True  # type: ignore[index]
     assert "additionalProperties" not in schema  # the verdict's own schema is untouched
+
+
+def test_stop_servers_stops_what_the_process_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    healthy = tmp_path / "healthy.py"
+    healthy.write_text(_HEALTHY)
+    monkeypatch.setattr(local, "server_commands", lambda: [[sys.executable, str(healthy)]])
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+    url = local._started(str(model))
+    [server] = local._servers.values()
+    process = server._process
+    assert url == server.url and process is not None and process.poll() is None
+    local.stop_servers()
+    assert local._servers == {} and process.poll() is not None and server.url == ""
