@@ -35,14 +35,13 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def _litellm() -> Any:
-    return via_litellm.import_litellm()
+def _memo_file(cache: Path) -> Path:
+    return cache / "litellm" / f"{importlib.metadata.version('litellm')}.json"
 
 
 def _memo(cache: Path) -> dict[str, Any]:
     [path] = (cache / "litellm").iterdir()
-    version = importlib.metadata.version("litellm")
-    assert path.name == f"{version}.json"
+    assert path == _memo_file(cache)
     loaded: dict[str, Any] = json.loads(path.read_text())
     return loaded
 
@@ -57,7 +56,7 @@ def _refuse_litellm(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_litellm_s_answers_are_kept_then_read_without_it(
     cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    litellm = _litellm()
+    litellm = via_litellm.import_litellm()
     rate_in, rate_out = litellm.cost_per_token(model=PRICED, prompt_tokens=1, completion_tokens=1)
     want = 1000 * rate_in + 100 * rate_out
     assert want > 0
@@ -83,10 +82,8 @@ def test_a_process_that_imported_litellm_asks_it_and_keeps_nothing(
     """Its litellm may hold prices the process registered: they are its answers, not the
     bundled map's, and go in no file other processes read."""
     monkeypatch.setattr(via_litellm, "_loaded", lambda: True)
-    folder = cache / "litellm"
-    folder.mkdir()
-    version = importlib.metadata.version("litellm")
-    (folder / f"{version}.json").write_text(json.dumps({PRICED: [1.0, 1.0, False]}))
+    _memo_file(cache).parent.mkdir()
+    _memo_file(cache).write_text(json.dumps({PRICED: [1.0, 1.0, False]}))
     assert via_litellm.price(PRICED, 1, 0) < 0.01  # litellm's price, not the file's 1.0
     assert via_litellm.price(UNPRICED, 1, 0) == 0.0
     assert set(_memo(cache)) == {PRICED}
@@ -99,10 +96,8 @@ def test_a_process_that_imported_litellm_asks_it_and_keeps_nothing(
     ids=["torn", "not an object", "a price not a number", "a bool price", "short"],
 )  # fmt: skip
 def test_a_bad_answers_file_is_asked_again_and_rewritten(cache: Path, content: str) -> None:
-    folder = cache / "litellm"
-    folder.mkdir()
-    version = importlib.metadata.version("litellm")
-    (folder / f"{version}.json").write_text(content)
+    _memo_file(cache).parent.mkdir()
+    _memo_file(cache).write_text(content)
     assert 0 < via_litellm.price(PRICED, 1000, 0) < 0.01
     entry = _memo(cache)[PRICED]
     assert len(entry) == 3 and entry[0] > 0 and isinstance(entry[2], bool)
