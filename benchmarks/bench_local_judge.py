@@ -8,6 +8,7 @@ The rollouts are 2N answers to N questions of fact, one right and one wrong each
 reference?). A 135M or 270M model is a poor judge: the figures are what they measure.
 
 Usage: python benchmarks/bench_local_judge.py [--questions 12] [--models smollm2 gemma3-270m]
+       [--kinds reference_judge pairwise_judge] [--no-throughput]
 """
 
 from __future__ import annotations
@@ -83,26 +84,33 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--questions", type=int, default=12)
     parser.add_argument("--models", nargs="+", default=["smollm2", "gemma3-270m"])
+    parser.add_argument("--kinds", nargs="+", default=["reference_judge", "pairwise_judge"],
+                        choices=["reference_judge", "pairwise_judge"])  # fmt: skip
+    parser.add_argument("--no-throughput", action="store_true", help="audits only")
     args = parser.parse_args()
     rows = rollouts(args.questions)
     for model in args.models:
-        one, four = throughput(model, rows, 1), throughput(model, rows, 4)
-        print(f"{model}: {one:.2f} verdicts/s at concurrency 1, {four:.2f} at 4 "
-              f"({len(rows)} verdicts each)")  # fmt: skip
-        for kind in ("reference_judge", "pairwise_judge"):
+        if not args.no_throughput:
+            one, four = throughput(model, rows, 1), throughput(model, rows, 4)
+            print(f"{model}: {one:.2f} verdicts/s at concurrency 1, {four:.2f} at 4 "
+                  f"({len(rows)} verdicts each)", flush=True)  # fmt: skip
+        for kind in args.kinds:
             spec = {"type": kind, "model": f"local/{model}", "cache": False, "temperature": 0.7,
                     "concurrency": 4, "max_in_flight": 4}  # fmt: skip
             judge = referee.load(reseed(spec, 0))
             again = lambda r, s=spec: referee.load(reseed(s, r))  # noqa: E731
+            start = time.perf_counter()
             audit = asyncio.run(
                 run_audit(judge, rows, AuditOptions(), name=f"{kind} {model}", reseeded=again)
             )
-            print(f"  {kind}: {audit.verdicts} verdicts, failed {audit.failed or 0}")
+            audit_s = time.perf_counter() - start
+            print(f"  {kind} {model}: {audit.verdicts} verdicts, failed {audit.failed or 0}, "
+                  f"{audit_s:.0f} s", flush=True)  # fmt: skip
             for row in measure_rows(audit):
                 s = row.statistic
                 ci = f" [{s.ci_low:.3f}, {s.ci_high:.3f}]" if s and s.ci_low is not None else ""
                 value = "-" if row.value is None else f"{row.value:.3f}"
-                print(f"    {row.name}: {value}{ci}  ({row.alpaca or ''})")
+                print(f"    {row.name}: {value}{ci}  ({row.alpaca or ''})", flush=True)
     for r in alpaca_rows():
         print(
             f"AlpacaEval {r['']}: human agreement {float(r['Human agreement']):.1f}, "

