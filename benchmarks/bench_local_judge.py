@@ -106,6 +106,8 @@ def main() -> None:
             audit_s = time.perf_counter() - start
             print(f"  {kind} {model}: {audit.verdicts} verdicts, failed {audit.failed or 0}, "
                   f"{audit_s:.0f} s", flush=True)  # fmt: skip
+            for failure, message in sorted(audit.failure_examples.items()):
+                print(f"    first {failure}: {message[:300]}")
             for row in measure_rows(audit):
                 s = row.statistic
                 ci = f" [{s.ci_low:.3f}, {s.ci_high:.3f}]" if s and s.ci_low is not None else ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from textwrap import shorten
 from typing import Any
 
 import click
@@ -138,7 +139,9 @@ def _print(audit: Any) -> None:
     console.print(table)
     if audit.failed:
         said = ", ".join(f"{n} {kind}" for kind, n in sorted(audit.failed.items()))
-        console.print(f"[yellow]verdicts with no value: {said}[/yellow]")
+        console.print(f"[yellow]verdicts with no value: {said}[/yellow]", markup=True)
+        for kind, message in sorted(audit.failure_examples.items()):
+            console.print(f"  first {kind}: {shorten(message, 300)}", markup=False)
     for gate in audit.gates:
         mark = "[green]pass[/green]" if gate.passed else "[red]FAIL[/red]"
         side = "<=" if gate.name.startswith("max") else ">="

@@ -54,6 +54,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pydantic import Field
+
 from referee.report.audit_pairs import Pair, answer_text, with_text
 from referee.report.audit_pairs import pairs as pairs_of
 from referee.report.diagnostics import agreement_of, label_value, preference_value
@@ -123,6 +125,9 @@ class JudgeAudit(Result):
         pairs: Pairs of answers asked about.
         verdicts: Scores asked of the judge (a pairwise judge's score is two calls).
         failed: Of those, how many gave no value, by failure type.
+        failure_examples: The first such failure's message, by failure type (what to mend
+            before trusting the rest: a judge that cannot write its verdict's JSON, a server
+            that timed out).
         cost_per_1000: Dollars per 1,000 verdicts (None: the judge reported no cost).
         seconds_per_1000: Wall-clock seconds per 1,000 verdicts, at the judge's concurrency
             (the audit's time spent scoring, over the verdicts asked).
@@ -148,6 +153,7 @@ class JudgeAudit(Result):
     cost_per_1000: float | None
     seconds_per_1000: float | None
     gates: tuple[Gate, ...] = ()
+    failure_examples: dict[str, str] = Field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -353,10 +359,13 @@ async def run_audit(
         agreement, alpha, systems = _labels(alone, originals, options)
         accuracy = _preferred(alone, originals, options.preference)
     failed: dict[str, int] = {}
+    examples: dict[str, str] = {}
     for s in tally:
         if s.value is None:
             kind_of = s.failure.type if s.failure is not None else "no_value"
             failed[kind_of] = failed.get(kind_of, 0) + 1
+            if s.failure is not None:
+                examples.setdefault(kind_of, s.failure.message)
     audit = JudgeAudit(
         judge=name,
         kind=kind,
@@ -365,6 +374,7 @@ async def run_audit(
         pairs=len(pairs),
         verdicts=len(tally),
         failed=failed,
+        failure_examples=examples,
         position=_position(answers) if kind != "pointwise" else None,
         prefer_longer=_rate(by_measure.get("length", [])),
         per_100_chars=_rate(slopes),

@@ -132,6 +132,10 @@ def render_audit(audit: JudgeAudit, title: str = "referee audit-judge") -> str:
         _card("s / 1000 verdicts", _fmt(audit.seconds_per_1000, 3)),
         "</div>",
     ]
+    for kind, message in sorted(audit.failure_examples.items()):
+        said = escape(message[:500])
+        out.append(f'<p class="muted">{audit.failed.get(kind, 0)} verdicts failed as '
+                   f"<code>{escape(kind)}</code>; the first: {said}</p>")  # fmt: skip
     if audit.gates:
         out.append("<h2>Gates</h2><table><tr><th>gate</th><th>measure</th><th>value</th>"
                    "<th>bound</th><th></th></tr>")  # fmt: skip

@@ -14,8 +14,10 @@ import yaml
 
 import referee
 from referee._aio import run_sync
+from referee.cli.audit_judge import _print as show
 from referee.judges.testing import FakeJudgeServer
 from referee.report.audit import AuditOptions, JudgeAudit, reseed, run_audit
+from referee.report.audit_html import render_audit
 from referee.report.audit_pairs import as_list, contains_list
 from referee.report.results import Statistic
 from tests.support import planted
@@ -127,6 +129,26 @@ def test_reseed_moves_every_judges_seed_flat_or_nested() -> None:
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "referee.cli", "audit-judge", *args],
                           capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+
+
+def test_verdicts_with_no_value_are_counted_and_the_first_of_each_kind_is_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with FakeJudgeServer(planted.tongue_tied(0.2)) as server:
+        a = audit(planted.rubric_spec(server.url, tmp_path), measures=frozenset({"length"}))
+    assert set(a.failed) == {"judge"} and 0 < a.failed["judge"] < a.verdicts
+    assert set(a.failure_examples) == {"judge"}
+    assert "not a valid verdict: no JSON object" in a.failure_examples["judge"]
+    page = render_audit(a)
+    assert "failed as <code>judge</code>; the first: the judge&#x27;s reply is not a valid" in page
+    capsys.readouterr()
+    show(a)
+    said = capsys.readouterr().out
+    assert f"verdicts with no value: {a.failed['judge']} judge" in said
+    assert "first judge: the judge's reply is not a valid verdict" in said
+    with FakeJudgeServer(planted.fair_pointwise) as server:
+        fair = audit(planted.rubric_spec(server.url, tmp_path), measures=frozenset({"length"}))
+    assert fair.failed == {} and fair.failure_examples == {}
 
 
 def test_the_command_gates_a_judge_and_writes_json_and_html(tmp_path: Path) -> None:

@@ -104,6 +104,18 @@ def flipping(share: float) -> Callable[[dict[str, Any]], Reply]:
     return script
 
 
+def tongue_tied(share: float) -> Callable[[dict[str, Any]], Reply]:
+    """A fair judge that answers prose, no verdict, `share` of the time (a small model that
+    cannot keep to the JSON)."""
+
+    def script(request: dict[str, Any]) -> Reply:
+        if coin(request, "tied") < share:
+            return Reply("I think the answer is quite good overall.")
+        return fair_pointwise(request)
+
+    return script
+
+
 def slot_biased(share: float) -> Callable[[dict[str, Any]], Reply]:
     """A pairwise judge that answers "A" `share` of the time, and otherwise by correctness
     (a tie where both or neither are right)."""
