@@ -170,6 +170,8 @@ def test_stop_servers_stops_what_the_process_started(
     healthy = tmp_path / "healthy.py"
     healthy.write_text(_HEALTHY)
     monkeypatch.setattr(local, "server_commands", lambda: [[sys.executable, str(healthy)]])
+    # Its own registry: servers another module of this process started stay up.
+    monkeypatch.setattr(local, "_servers", {})
     model = tmp_path / "model.gguf"
     model.write_bytes(b"GGUF")
     url = local._started(str(model))
