@@ -164,7 +164,7 @@ def test_the_learn_example_runs_two_grpo_steps_on_referee_reward(tmp_path: Path)
     run = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "learn" / "run.py"), "--steps", "2",
          "--seed", "0", "--out", str(out), "--train", "2", "--heldout", "2",
-         "--num-generations", "2", "--batch-size", "2", "--max-completion-length", "16",
+         "--num-generations", "2", "--batch-size", "2", "--max-completion-length", "8",
          "--monitor"],
         capture_output=True, text=True, timeout=600, cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
