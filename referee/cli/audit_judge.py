@@ -139,7 +139,7 @@ def _print(audit: Any) -> None:
     console.print(table)
     if audit.failed:
         said = ", ".join(f"{n} {kind}" for kind, n in sorted(audit.failed.items()))
-        console.print(f"[yellow]verdicts with no value: {said}[/yellow]", markup=True)
+        console.print(f"[yellow]verdicts with no value: {said}[/yellow]")
         for kind, message in sorted(audit.failure_examples.items()):
             console.print(f"  first {kind}: {shorten(message, 300)}", markup=False)
     for gate in audit.gates:
