@@ -9,6 +9,11 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 # about 5% of a core: verl's reward loop took over 180 s to start and its matrix cells failed
 # as hung. The tests' Ray (every local one this process starts) runs its workers at 0.
 os.environ.setdefault("RAY_worker_niceness", "0")
+# One intra-op thread for torch (and numpy's BLAS) in every process of the suite: three
+# workers share two cores, so a second thread buys no wall time and its spin-waits burn CPU.
+# The learn example's two GRPO steps, alone: 82 s of CPU with two threads, 58 s with one, in
+# the same 58 s of wall time.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 import shutil
 import subprocess
 import tempfile
