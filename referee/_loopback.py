@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -53,6 +54,14 @@ class _Server(ThreadingHTTPServer):
     # A backlog for hundreds of clients connecting at once (the default, 5, resets them).
     request_queue_size = 1024
     daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up before its answer (its timeout, a cancelled request) is
+        not the server's error: nothing is printed. Any other error is, as socketserver does
+        (a script that raised)."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class LoopbackServer:
