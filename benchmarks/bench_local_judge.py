@@ -99,13 +99,12 @@ def main() -> None:
                     "concurrency": 4, "max_in_flight": 4}  # fmt: skip
             judge = referee.load(reseed(spec, 0))
             again = lambda r, s=spec: referee.load(reseed(s, r))  # noqa: E731
-            start = time.perf_counter()
             audit = asyncio.run(
                 run_audit(judge, rows, AuditOptions(), name=f"{kind} {model}", reseeded=again)
             )
-            audit_s = time.perf_counter() - start
             print(f"  {kind} {model}: {audit.verdicts} verdicts, failed {audit.failed or 0}, "
-                  f"{audit_s:.0f} s", flush=True)  # fmt: skip
+                  f"{(audit.seconds_per_1000 or 0) * audit.verdicts / 1000:.0f} s",
+                  flush=True)  # fmt: skip
             for failure, message in sorted(audit.failure_examples.items()):
                 print(f"    first {failure}: {message[:300]}")
             for row in measure_rows(audit):
